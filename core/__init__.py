@@ -1,0 +1,15 @@
+"""DiffCloth core: a differentiable mass-spring cloth simulator in numpy/scipy (never imports bpy)."""
+
+from .cloth import Cloth
+from .colliders import Plane, Sphere
+from .integrator import SimulationError
+from .mesh import grid, triangulate
+from .scene import Scene
+from .simulate import SolverStats, Trajectory, simulate
+
+__all__ = ["Cloth", "Plane", "Scene", "SimulationError", "SolverStats", "Sphere", "Trajectory", "grid",
+           "simulate", "triangulate"]
+from .adjoint import Gradient, value_and_grad
+from .losses import KeyframeLoss
+
+__all__ += ["Gradient", "KeyframeLoss", "value_and_grad"]

@@ -1,0 +1,143 @@
+"""Exact gradients of a loss through a whole simulation by the adjoint method.
+
+Backward over integrator steps s = N−1 … 0 with ĝx, ĝv the total derivatives at step s+1
+(thesis, Algorithm 1):
+
+    Aᵀα = h·ĝx_{s+1} + ĝv_{s+1}               A = M(1 + hc) + h²∇²Φ at the converged x_{s+1}
+    ĝx_s = ∂g/∂x_s + ĝx_{s+1} − h·∇²Φ·α        ĝv_s = ∂g/∂v_s + M·α
+    dg/dp += h·(∂f/∂p)ᵀα
+
+A is symmetric and, at a converged minimum of the incremental potential, positive definite: the
+forward's factorization from that step preconditions a CG solve, so the backward costs a few
+triangular solves per step.
+"""
+
+import numpy as np
+
+from .integrator import Model, pcg, scatter_pairs, spring_terms
+from .simulate import simulate
+
+ADJOINT_RTOL = 1e-12
+
+
+class Gradient:
+    """dg/d(design): k_tension (St,), k_bending (Sb,), x0 (n,3), v0 (n,3), forces (steps,n,3),
+    damping, contact_stiffness (scalars), pin_path ((steps+1, n_pinned, 3), or None when the
+    scene has no pin path: the pins then sit at x0 and their gradient is in x0)."""
+
+    def __init__(self, **fields):
+        self.__dict__.update(fields)
+
+
+class _Solver:
+    """Aᵀα = b at one converged state: PCG on the forward's factorization, else a fresh one."""
+
+    def __init__(self, model):
+        self.model = model
+        self.fallback = None
+
+    def solve(self, data, b, factor):
+        system = self.model.system
+        for pre in (factor, self.fallback):
+            if pre is not None:
+                x, _ = pcg(system, data, b, pre, ADJOINT_RTOL, maxiter=60)
+                if x is not None:
+                    return x
+        fresh = system.factor(data)
+        if fresh.positive_definite:
+            self.fallback = fresh
+            return fresh.solve(b)
+        return system.factor_general(data)(b)  # an indefinite A (a saddle): LU is still exact
+
+
+def value_and_grad(scene, loss, traj=None):
+    """Loss value and its Gradient with respect to the scene's whole design."""
+    loss.check(scene.cloth.n, scene.steps)
+    if traj is None:
+        traj = simulate(scene)
+    value, gx_frames, gv_frames = loss.evaluate(traj.x, traj.v)
+    return value, backward(scene, traj, gx_frames, gv_frames)
+
+
+def backward(scene, traj, gx_frames, gv_frames):
+    """Gradient from the loss partials at frames (frames+1, n, 3)."""
+    model = Model(scene)
+    solver = _Solver(model)
+    h, sub, ns = model.h, scene.substeps, scene.n_steps
+    free, pinned = model.free, model.pinned
+    mf = model.mf[:, None]
+    k = model.k
+    xs, vs = traj.step_x, traj.step_v
+
+    def partial(frames_arr, s):
+        return frames_arr[s // sub] if s % sub == 0 else None
+
+    gk = np.zeros_like(k)
+    gforces = np.zeros((scene.steps, scene.cloth.n, 3))
+    gdamp = gkc = 0.0
+    gpin = np.zeros((ns + 1, len(pinned), 3))  # dg/d(pinned positions) at every step
+    gx = np.zeros((scene.cloth.n, 3)) if partial(gx_frames, ns) is None else partial(gx_frames, ns).copy()
+    gv = np.zeros_like(gx) if partial(gv_frames, ns) is None else partial(gv_frames, ns).copy()
+    gpin[ns] += gx[pinned] + gv[pinned] / h
+    alpha_full = np.zeros_like(gx)
+    for s in range(ns - 1, -1, -1):
+        y, x = xs[s + 1], xs[s]
+        _, _, stretch, u, kex, _ = spring_terms(y, model.edges, model.rest, k)
+        contact = model.contact(y, s)
+        data = model.matrix(kex, contact)
+        rhs = (h * gx[free] + gv[free]).ravel()
+        alpha = solver.solve(data, rhs, traj.factors[s]).reshape(-1, 3)
+        alpha_full[free] = alpha
+        # ∇²Φ·α from the blocks (α is zero on pins, whose rows give the pins' gradient)
+        da = alpha_full[model.edges[:, 0]] - alpha_full[model.edges[:, 1]]
+        kda = np.einsum("sij,sj->si", kex, da)
+        hess_alpha = scatter_pairs(model.edges, kda, scene.cloth.n)
+        if len(contact.active):
+            np.add.at(hess_alpha, contact.active, np.einsum("aij,aj->ai", contact.hess, alpha_full[contact.active]))
+            gkc -= h * float(np.sum(alpha_full[contact.active] * contact.grad)) / scene.contact_stiffness
+        gk -= h * stretch * np.einsum("si,si->s", u, da)
+        gforces[s // sub][free] += h * alpha
+        gdamp -= h * float(np.sum(mf * alpha * vs[s + 1][free]))
+        gpin[s + 1] -= h * hess_alpha[pinned]
+        # step s's own partials, then the recursion
+        px, pv = partial(gx_frames, s), partial(gv_frames, s)
+        new_gx = gx - h * hess_alpha
+        new_gv = np.zeros_like(gv)
+        new_gv[free] = mf * alpha
+        if px is not None:
+            new_gx += px
+        if pv is not None:
+            new_gv += pv
+        # pinned rows: positions are inputs; their velocity (x_s+1 − x_s)/h ties neighbouring steps
+        new_gx[pinned] = 0.0 if px is None else px[pinned]
+        gpin[s] += new_gx[pinned] - gv[pinned] / h
+        if pv is not None and s > 0:
+            gpin[s] += pv[pinned] / h
+        gx, gv = new_gx, new_gv
+    gx0 = gx.copy()
+    gv0 = gv.copy()
+    gv0[pinned] = 0.0
+    gpin_frames = None
+    if scene.pin_path is None:
+        gx0[pinned] = gpin.sum(axis=0)
+    else:
+        gx0[pinned] = 0.0
+        gpin_frames = _steps_to_frames(gpin, sub)
+    nt = scene.cloth.n_tension
+    return Gradient(k_tension=gk[:nt], k_bending=gk[nt:], x0=gx0, v0=gv0, forces=gforces, damping=gdamp,
+                    contact_stiffness=gkc, pin_path=gpin_frames)
+
+
+def _steps_to_frames(g_steps, sub):
+    """Pull per-step gradients back through the linear interpolation of frame poses."""
+    frames = (len(g_steps) - 1) // sub
+    out = np.zeros((frames + 1,) + g_steps.shape[1:])
+    for s, g in enumerate(g_steps):
+        f, r = divmod(s, sub)
+        if r == 0:
+            out[f] += g
+        else:
+            w = r / sub
+            out[f] += (1 - w) * g
+            out[f + 1] += w * g
+    return out

@@ -1,0 +1,80 @@
+"""Keyframe losses on a trajectory: value and partial derivatives with respect to its states."""
+
+import numpy as np
+
+
+class KeyframeLoss:
+    """Σ_k w_k Σ_i c_i ‖x_{f_k,i} − x*_{k,i}‖²  (+ velocity_weight·Σ_k w_k Σ_i c_i ‖v_{f_k,i} − v*_{k,i}‖²).
+
+    targets: {frame: (n,3) positions}; weights: {frame: w} (default 1); vertex_weights: (n,)
+    for all frames or {frame: (n,)}; velocity_targets: {frame: (n,3)} (frames of their own).
+    """
+
+    def __init__(self, targets, weights=None, vertex_weights=None, velocity_targets=None, velocity_weight=1.0):
+        self.targets = self._frames(targets, "targets")
+        self.velocity_targets = self._frames(velocity_targets or {}, "velocity_targets", allow_empty=True)
+        if not self.targets and not self.velocity_targets:
+            raise ValueError("the loss has no targets")
+        weights = dict(weights or {})
+        unknown = set(weights) - set(self.targets) - set(self.velocity_targets)
+        if unknown:
+            raise ValueError(f"weights given for frames without targets: {sorted(unknown)}")
+        self.weights = {int(f): float(w) for f, w in weights.items()}
+        if any(not np.isfinite(w) or w < 0 for w in self.weights.values()):
+            raise ValueError("frame weights must be non-negative and finite")
+        self.vertex_weights = vertex_weights
+        self.velocity_weight = float(velocity_weight)
+
+    @staticmethod
+    def _frames(targets, what, allow_empty=False):
+        out = {}
+        for frame, pos in dict(targets).items():
+            if int(frame) != frame:
+                raise ValueError(f"{what}: frame {frame!r} is not an integer")
+            pos = np.array(pos, dtype=np.float64)
+            if pos.ndim != 2 or pos.shape[1] != 3:
+                raise ValueError(f"{what}: frame {frame} has shape {pos.shape}, expected (n, 3)")
+            if not np.isfinite(pos).all():
+                raise ValueError(f"{what}: frame {frame} has a NaN or infinite value")
+            out[int(frame)] = pos
+        if not out and not allow_empty:
+            raise ValueError(f"{what} is empty: give at least one target frame")
+        return out
+
+    def _vweights(self, frame, n):
+        vw = self.vertex_weights
+        if isinstance(vw, dict):
+            vw = vw.get(frame)
+        if vw is None:
+            return np.ones(n)
+        vw = np.asarray(vw, dtype=np.float64)
+        if vw.shape != (n,):
+            raise ValueError(f"vertex weights for frame {frame} have shape {vw.shape}, expected ({n},)")
+        return vw
+
+    def check(self, n, frames):
+        """Raise ValueError if the targets do not fit a cloth of n vertices simulated for `frames` frames."""
+        for what, table in (("target", self.targets), ("velocity target", self.velocity_targets)):
+            for frame, pos in table.items():
+                if pos.shape[0] != n:
+                    raise ValueError(f"{what} at frame {frame} has {pos.shape[0]} vertices, the cloth has {n}")
+                if not 0 <= frame <= frames:
+                    raise ValueError(f"{what} frame {frame} is outside the simulated frames 0..{frames}")
+
+    def evaluate(self, x, v):
+        """Loss and its partials with respect to the frame states x, v: (frames+1, n, 3)."""
+        n, frames = x.shape[1], x.shape[0] - 1
+        self.check(n, frames)
+        value = 0.0
+        gx, gv = np.zeros_like(x), np.zeros_like(v)
+        for table, states, grads, scale in ((self.targets, x, gx, 1.0),
+                                            (self.velocity_targets, v, gv, self.velocity_weight)):
+            for frame, target in table.items():
+                w = scale * self.weights.get(frame, 1.0) * self._vweights(frame, n)[:, None]
+                diff = states[frame] - target
+                value += float(np.sum(w * diff * diff))
+                grads[frame] += 2.0 * w * diff
+        return value, gx, gv
+
+    def __call__(self, traj):
+        return self.evaluate(traj.x, traj.v)[0]

@@ -1,0 +1,108 @@
+"""Triangle meshes to springs and lumped masses."""
+
+import numpy as np
+
+
+def grid(n, m, size=1.0):
+    """An n×m-vertex square of side `size` in the XY plane, centred at the origin, z = 0.
+
+    Vertex (i, j) with i along x and j along y has index j*n + i; every quad is split along
+    the same diagonal, as in the thesis.
+    """
+    n, m = int(n), int(m)
+    if n < 2 or m < 2:
+        raise ValueError(f"grid needs at least 2×2 vertices, got {n}×{m}")
+    if not size > 0:
+        raise ValueError(f"grid size must be positive, got {size}")
+    xs = np.linspace(-size / 2, size / 2, n)
+    ys = np.linspace(-size / 2, size / 2, m)
+    gx, gy = np.meshgrid(xs, ys)
+    verts = np.stack([gx.ravel(), gy.ravel(), np.zeros(n * m)], axis=1)
+    i, j = np.meshgrid(np.arange(n - 1), np.arange(m - 1))
+    a = (j * n + i).ravel()
+    b, c, d = a + 1, a + n + 1, a + n
+    tris = np.concatenate([np.stack([a, b, c], 1), np.stack([a, c, d], 1)])
+    return verts, tris.astype(np.int64)
+
+
+def triangulate(faces):
+    """(T,3) triangles from a (T,3) array or a list of polygons (fan triangulation)."""
+    if isinstance(faces, np.ndarray) and faces.ndim == 2:
+        if faces.shape[1] < 3:
+            raise ValueError(f"faces need at least 3 vertices each, got shape {faces.shape}")
+        polys = faces
+    else:
+        polys = list(faces)
+    tris = []
+    for k, poly in enumerate(polys):
+        poly = [int(i) for i in poly]
+        if len(poly) < 3:
+            raise ValueError(f"face {k} has {len(poly)} vertices; a face needs at least 3")
+        tris.extend((poly[0], poly[t], poly[t + 1]) for t in range(1, len(poly) - 1))
+    if not tris:
+        raise ValueError("the mesh has no triangles")
+    return np.asarray(tris, dtype=np.int64)
+
+
+def check_mesh(verts, tris):
+    """Raise ValueError naming the first problem that would break the simulation."""
+    if verts.ndim != 2 or verts.shape[1] != 3 or len(verts) == 0:
+        raise ValueError(f"vertices must have shape (n, 3), got {verts.shape}")
+    bad = ~np.isfinite(verts).all(axis=1)
+    if bad.any():
+        raise ValueError(f"vertex {int(np.argmax(bad))} has a NaN or infinite coordinate")
+    if len(tris) == 0:
+        raise ValueError("the mesh has no triangles")
+    if tris.min() < 0 or tris.max() >= len(verts):
+        raise ValueError(f"a triangle index is out of range 0..{len(verts) - 1}")
+    if (tris[:, 0] == tris[:, 1]).any() or (tris[:, 1] == tris[:, 2]).any() or (tris[:, 0] == tris[:, 2]).any():
+        raise ValueError("a triangle repeats a vertex")
+    scale = np.ptp(verts, axis=0).max()
+    area = triangle_areas(verts, tris)
+    tiny = area <= 1e-12 * max(scale, 1e-300) ** 2
+    if tiny.any():
+        raise ValueError(f"triangle {int(np.argmax(tiny))} has zero area (degenerate face)")
+    used = np.zeros(len(verts), bool)
+    used[tris.ravel()] = True
+    if not used.all():
+        raise ValueError(f"vertex {int(np.argmin(used))} belongs to no triangle (loose vertex)")
+
+
+def triangle_areas(verts, tris):
+    e1 = verts[tris[:, 1]] - verts[tris[:, 0]]
+    e2 = verts[tris[:, 2]] - verts[tris[:, 0]]
+    return 0.5 * np.linalg.norm(np.cross(e1, e2), axis=1)
+
+
+def springs(tris):
+    """Tension springs on unique edges, bending springs across interior edges.
+
+    Returns (tension (St,2), bending (Sb,2)), both sorted, deterministic.
+    """
+    # each triangle contributes three (edge, opposite vertex) pairs
+    e = np.concatenate([tris[:, [0, 1]], tris[:, [1, 2]], tris[:, [2, 0]]])
+    opp = np.concatenate([tris[:, 2], tris[:, 0], tris[:, 1]])
+    e = np.sort(e, axis=1)
+    order = np.lexsort((e[:, 1], e[:, 0]))
+    e, opp = e[order], opp[order]
+    new = np.ones(len(e), bool)
+    new[1:] = (e[1:] != e[:-1]).any(axis=1)
+    tension = e[new]
+    group = np.cumsum(new) - 1
+    counts = np.bincount(group)
+    if (counts > 2).any():
+        k = int(np.argmax(counts > 2))
+        raise ValueError(f"edge {tuple(tension[k])} is shared by {counts[k]} triangles (non-manifold mesh)")
+    # interior edges: consecutive rows of the same group hold the two opposite vertices
+    twin = np.flatnonzero(~new)
+    bending = np.sort(np.stack([opp[twin - 1], opp[twin]], axis=1), axis=1)
+    bending = np.unique(bending, axis=0)
+    bending = bending[bending[:, 0] != bending[:, 1]]
+    return tension, bending
+
+
+def lumped_masses(verts, tris, total_mass):
+    """Total mass spread over vertices by a third of each adjacent triangle's area."""
+    area = triangle_areas(verts, tris)
+    m = np.bincount(tris.ravel(), weights=np.repeat(area / 3.0, 3), minlength=len(verts))
+    return m * (total_mass / area.sum())

@@ -1,0 +1,99 @@
+"""A simulation setup: cloth, time discretization, initial state, colliders, controls."""
+
+import numpy as np
+
+from .cloth import Cloth
+
+
+def _array(value, shapes, what):
+    """value as float64 broadcast to the last of `shapes` (the full shape); NaN/inf rejected."""
+    arr = np.array(value, dtype=np.float64)
+    full = shapes[-1]
+    if arr.shape not in shapes:
+        allowed = " or ".join(str(s) for s in shapes)
+        raise ValueError(f"{what} must have shape {allowed}, got {arr.shape}")
+    if not np.isfinite(arr).all():
+        raise ValueError(f"{what} has a NaN or infinite value")
+    return np.array(np.broadcast_to(arr, full))
+
+
+class Scene:
+    """Everything `simulate` needs.
+
+    steps frames of dt seconds are simulated, each as `substeps` implicit Euler steps of
+    h = dt/substeps; trajectories and losses address frames 0..steps. forces (steps, n, 3) act
+    during frame f → f+1; pin_path (steps+1, n_pinned, 3) gives the pinned vertices' positions
+    at every frame (in the order of cloth.pinned), linearly interpolated between frames.
+    tol bounds the Newton residual h²·|∇E|/m (metres) relative to the cloth's size; max_newton
+    caps the iterations of one step.
+    """
+
+    def __init__(self, cloth, steps=100, dt=0.1, substeps=1, gravity=(0.0, 0.0, -9.81), colliders=(),
+                 contact_stiffness=1e3, contact_thickness=0.0, x0=None, v0=0.0, forces=None, pin_path=None,
+                 tol=1e-10, max_newton=200):
+        if not isinstance(cloth, Cloth):
+            raise ValueError("cloth must be a core.Cloth")
+        self.cloth = cloth
+        n = cloth.n
+        if int(steps) != steps or steps < 1:
+            raise ValueError(f"steps (frames) must be a positive integer, got {steps}")
+        if int(substeps) != substeps or substeps < 1:
+            raise ValueError(f"substeps must be a positive integer, got {substeps}")
+        if not (np.isfinite(dt) and dt > 0):
+            raise ValueError(f"time step dt must be positive, got {dt}")
+        if not (np.isfinite(contact_stiffness) and contact_stiffness > 0):
+            raise ValueError(f"contact stiffness must be positive, got {contact_stiffness}")
+        if not (np.isfinite(contact_thickness) and contact_thickness >= 0):
+            raise ValueError(f"contact thickness must be non-negative, got {contact_thickness}")
+        if not (tol > 0 and int(max_newton) >= 1):
+            raise ValueError("tol must be positive and max_newton at least 1")
+        self.steps, self.substeps, self.dt = int(steps), int(substeps), float(dt)
+        self.gravity = _array(gravity, [(3,)], "gravity")
+        self.colliders = list(colliders)
+        for col in self.colliders:
+            if col.n_poses() not in (1, self.steps + 1):
+                raise ValueError(f"a moving collider needs one pose per frame ({self.steps + 1}), "
+                                 f"got {col.n_poses()}")
+        self.contact_stiffness = float(contact_stiffness)
+        self.contact_thickness = float(contact_thickness)
+        self.x0 = _array(cloth.rest if x0 is None else x0, [(n, 3)], "x0")
+        self.v0 = _array(v0, [(), (3,), (n, 3)], "v0")
+        self.forces = None if forces is None else _array(
+            forces, [(), (3,), (n, 3), (self.steps, n, 3)], "forces")
+        npin = len(cloth.pinned)
+        self.pin_path = None if pin_path is None else _array(pin_path, [(self.steps + 1, npin, 3)], "pin_path")
+        self.tol, self.max_newton = float(tol), int(max_newton)
+
+    _fields = ("cloth", "steps", "dt", "substeps", "gravity", "colliders", "contact_stiffness",
+               "contact_thickness", "x0", "v0", "forces", "pin_path", "tol", "max_newton")
+
+    def replace(self, **changes):
+        """A copy with some fields changed (validated like the constructor)."""
+        unknown = set(changes) - set(self._fields)
+        if unknown:
+            raise ValueError(f"unknown Scene field(s): {', '.join(sorted(unknown))}")
+        args = {f: getattr(self, f) for f in self._fields}
+        args.update(changes)
+        return Scene(**args)
+
+    @property
+    def h(self):
+        return self.dt / self.substeps
+
+    @property
+    def n_steps(self):
+        return self.steps * self.substeps
+
+    def pins_at(self, s):
+        """Positions of the pinned vertices after integrator step s (s = 0 is the start)."""
+        if self.pin_path is None:
+            return self.x0[self.cloth.pinned]
+        f, r = divmod(s, self.substeps)
+        if r == 0:
+            return self.pin_path[f]
+        w = r / self.substeps
+        return (1 - w) * self.pin_path[f] + w * self.pin_path[f + 1]
+
+    def force_at(self, s):
+        """Control force (n,3) acting during integrator step s → s+1, or None."""
+        return None if self.forces is None else self.forces[s // self.substeps]

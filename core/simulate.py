@@ -1,0 +1,56 @@
+"""Forward simulation over frames and substeps."""
+
+import numpy as np
+
+from .integrator import Model, Stepper
+
+
+class SolverStats:
+    """Per integrator step: Newton iterations, final residual (m), whether it met the tolerance."""
+
+    def __init__(self, n_steps):
+        self.iterations = np.zeros(n_steps, np.int64)
+        self.residual = np.zeros(n_steps)
+        self.converged = np.zeros(n_steps, bool)
+        self.factorizations = 0
+
+    @property
+    def unconverged_steps(self):
+        return np.flatnonzero(~self.converged) + 1
+
+
+class Trajectory:
+    """x, v: (frames+1, n, 3) at frames. States at every integrator step are kept for the adjoint."""
+
+    def __init__(self, scene, xs, vs, stats, factors):
+        self.scene = scene
+        self.step_x, self.step_v = xs, vs
+        self.x = xs[:: scene.substeps]
+        self.v = vs[:: scene.substeps]
+        self.stats = stats
+        self.factors = factors  # per step: the positive-definite factorization in use at its end
+
+
+def simulate(scene):
+    """Run the scene; raises SimulationError naming the frame if a step diverges."""
+    model = Model(scene)
+    stepper = Stepper(model)
+    ns, h = scene.n_steps, scene.h
+    xs = np.empty((ns + 1, scene.cloth.n, 3))
+    vs = np.empty_like(xs)
+    xs[0] = scene.x0
+    xs[0, model.pinned] = scene.pins_at(0)
+    vs[0] = scene.v0
+    vs[0, model.pinned] = 0.0
+    stats = SolverStats(ns)
+    factors = []
+    for s in range(ns):
+        y, it, res, ok = stepper.step(xs[s], vs[s], s)
+        if not ok and res > 1e3 * model.tol:
+            raise stepper._error(s, f"did not converge in {it} iterations (residual {res:.2e} m)")
+        xs[s + 1] = y
+        vs[s + 1] = (y - xs[s]) / h
+        stats.iterations[s], stats.residual[s], stats.converged[s] = it, res, ok
+        factors.append(stepper.factor)
+    stats.factorizations = stepper.factorizations
+    return Trajectory(scene, xs, vs, stats, factors)
