@@ -13,3 +13,9 @@ from .adjoint import Gradient, value_and_grad
 from .losses import KeyframeLoss
 
 __all__ += ["Gradient", "KeyframeLoss", "value_and_grad"]
+from .optimize import OptimizeResult, optimize
+from .params import (PARAM_NAMES, ControlForces, GlobalStiffness, InitialRotation, InitialVelocity, Param,
+                     SpringStiffness, Wind, make_param)
+
+__all__ += ["ControlForces", "GlobalStiffness", "InitialRotation", "InitialVelocity", "OptimizeResult",
+            "PARAM_NAMES", "Param", "SpringStiffness", "Wind", "make_param", "optimize"]

@@ -1,0 +1,286 @@
+"""Parameterizations: a small vector θ ↦ a scene's design, and design gradients pulled back to θ.
+
+Each parameterization owns a slice of θ, writes the design fields it controls and may add a
+regularizer on its θ. Control quantities are accelerations (m/s², force per unit vertex mass) so
+that their scale and regularization mean the same at every mesh resolution.
+"""
+
+import numpy as np
+
+
+class Param:
+    name = "param"
+
+    def __init__(self, bounds=None):
+        self.user_bounds = bounds
+
+    def size(self, scene):
+        return len(self.initial(scene))
+
+    def bounds(self, scene):
+        """L-BFGS-B bounds per entry of θ (None = unbounded); a start outside them is an error."""
+        theta0 = self.initial(scene)
+        if self.user_bounds is None:
+            return [(None, None)] * len(theta0)
+        lo, hi = (self.to_theta(b) if b is not None else None for b in self.user_bounds)
+        if (lo is not None and (theta0 < lo - 1e-12).any()) or (hi is not None and (theta0 > hi + 1e-12).any()):
+            raise ValueError(f"{self.name}: the start value lies outside the bounds {self.user_bounds}")
+        return [(lo, hi)] * len(theta0)
+
+    def to_theta(self, value):
+        return float(value)
+
+    def regularizer(self, theta, scene):
+        return 0.0, np.zeros_like(theta)
+
+
+class GlobalStiffness(Param):
+    """One stiffness for all tension and/or all bending springs, θ = log k."""
+
+    name = "stiffness"
+
+    def __init__(self, tension=True, bending=False, bounds=None):
+        super().__init__(bounds)
+        if not (tension or bending):
+            raise ValueError("GlobalStiffness needs tension and/or bending")
+        self.kinds = [k for k, on in (("k_tension", tension), ("k_bending", bending)) if on]
+
+    def initial(self, scene):
+        return np.log([getattr(scene.cloth, k).mean() for k in self.kinds])
+
+    def to_theta(self, value):
+        return float(np.log(value))
+
+    def apply(self, theta, design, scene):
+        for k, t in zip(self.kinds, theta):
+            design[k] = np.full(len(getattr(scene.cloth, k)), np.exp(t))
+
+    def pullback(self, theta, grad, design, scene):
+        return np.array([np.sum(getattr(grad, k)) * np.exp(t) for k, t in zip(self.kinds, theta)])
+
+    def describe(self, theta):
+        return {k: float(np.exp(t)) for k, t in zip(self.kinds, theta)}
+
+
+class SpringStiffness(Param):
+    """One stiffness per spring of a kind ("tension" or "bending"), θ = log k."""
+
+    name = "spring_stiffness"
+
+    def __init__(self, kind="tension", bounds=None):
+        super().__init__(bounds)
+        if kind not in ("tension", "bending"):
+            raise ValueError(f"SpringStiffness kind must be 'tension' or 'bending', got {kind!r}")
+        self.field = "k_" + kind
+
+    def initial(self, scene):
+        return np.log(getattr(scene.cloth, self.field))
+
+    def to_theta(self, value):
+        return float(np.log(value))
+
+    def apply(self, theta, design, scene):
+        design[self.field] = np.exp(theta)
+
+    def pullback(self, theta, grad, design, scene):
+        return getattr(grad, self.field) * np.exp(theta)
+
+    def describe(self, theta):
+        return {self.field: np.exp(theta)}
+
+
+class InitialVelocity(Param):
+    """Initial velocity (m/s): one vector for the whole cloth, or one per vertex."""
+
+    name = "initial_velocity"
+
+    def __init__(self, per_vertex=False, bounds=None):
+        super().__init__(bounds)
+        self.per_vertex = per_vertex
+
+    def initial(self, scene):
+        v0 = scene.v0
+        return v0.ravel().copy() if self.per_vertex else v0.mean(axis=0)
+
+    def apply(self, theta, design, scene):
+        design["v0"] = theta.reshape(-1, 3) if self.per_vertex else np.tile(theta, (scene.cloth.n, 1))
+
+    def pullback(self, theta, grad, design, scene):
+        return grad.v0.ravel().copy() if self.per_vertex else grad.v0.sum(axis=0)
+
+    def describe(self, theta):
+        return {"v0": theta.reshape(-1, 3) if self.per_vertex else theta.copy()}
+
+
+class InitialRotation(Param):
+    """Rigid rotation of the initial cloth by θ radians about the axis through p0 → p1."""
+
+    name = "rotation"
+
+    def __init__(self, p0, p1, start=0.0, bounds=None):
+        super().__init__(bounds)
+        self.p0 = np.asarray(p0, dtype=np.float64)
+        axis = np.asarray(p1, dtype=np.float64) - self.p0
+        if self.p0.shape != (3,) or axis.shape != (3,) or np.linalg.norm(axis) < 1e-12:
+            raise ValueError("InitialRotation needs two distinct 3D points p0, p1 on the axis")
+        self.axis = axis / np.linalg.norm(axis)
+        self.start = float(start)
+
+    def initial(self, scene):
+        return np.array([self.start])
+
+    def _rotate(self, r, angle):
+        a = self.axis
+        return (r * np.cos(angle) + np.cross(a, r) * np.sin(angle)
+                + np.outer(r @ a, a) * (1 - np.cos(angle)))  # Rodrigues
+
+    def apply(self, theta, design, scene):
+        design["x0"] = self.p0 + self._rotate(design["x0"] - self.p0, theta[0])
+
+    def pullback(self, theta, grad, design, scene):
+        # d/dθ R(θ)r = a × R(θ)r, evaluated on the rotated positions
+        return np.array([np.sum(grad.x0 * np.cross(self.axis, design["x0"] - self.p0))])
+
+    def describe(self, theta):
+        return {"rotation_deg": float(np.degrees(theta[0]))}
+
+
+class _Acceleration(Param):
+    """Per-frame control accelerations with magnitude and temporal-smoothness regularizers."""
+
+    def __init__(self, magnitude=0.0, smoothness=0.0, bounds=None):
+        super().__init__(bounds)
+        if magnitude < 0 or smoothness < 0:
+            raise ValueError(f"{self.name}: regularizer weights must be non-negative")
+        self.magnitude, self.smoothness = float(magnitude), float(smoothness)
+
+    def regularizer(self, theta, scene):
+        a = self._shape(theta, scene)
+        scale = 1.0 / a.shape[1] if a.ndim == 3 else 1.0
+        value = self.magnitude * scale * float(np.sum(a * a))
+        grad = 2 * self.magnitude * scale * a
+        if len(a) > 1 and self.smoothness:
+            da = np.diff(a, axis=0)
+            value += self.smoothness * scale * float(np.sum(da * da))
+            g = 2 * self.smoothness * scale * da
+            grad[1:] += g
+            grad[:-1] -= g
+        return value, grad.ravel()
+
+
+class ControlForces(_Acceleration):
+    """A control acceleration per frame and vertex (force = vertex mass × θ)."""
+
+    name = "forces"
+
+    def _shape(self, theta, scene):
+        return theta.reshape(scene.steps, scene.cloth.n, 3)
+
+    def initial(self, scene):
+        return np.zeros(scene.steps * scene.cloth.n * 3)
+
+    def apply(self, theta, design, scene):
+        design["forces"] = design["forces"] + scene.cloth.masses[:, None] * self._shape(theta, scene)
+
+    def pullback(self, theta, grad, design, scene):
+        return (grad.forces * scene.cloth.masses[:, None]).ravel()
+
+    def describe(self, theta):
+        return {"control_acceleration": theta.copy()}
+
+
+class Wind(_Acceleration):
+    """A uniform acceleration per frame acting on every vertex (force = vertex mass × θ_f)."""
+
+    name = "wind"
+
+    def _shape(self, theta, scene):
+        return theta.reshape(scene.steps, 3)
+
+    def initial(self, scene):
+        return np.zeros(scene.steps * 3)
+
+    def apply(self, theta, design, scene):
+        design["forces"] = design["forces"] + scene.cloth.masses[None, :, None] * self._shape(theta, scene)[:, None, :]
+
+    def pullback(self, theta, grad, design, scene):
+        return np.einsum("fni,n->fi", grad.forces, scene.cloth.masses).ravel()
+
+    def describe(self, theta):
+        return {"wind_acceleration": theta.reshape(-1, 3).copy()}
+
+
+_BY_NAME = {
+    "k_tension": lambda **kw: GlobalStiffness(tension=True, bending=False, **kw),
+    "k_bending": lambda **kw: GlobalStiffness(tension=False, bending=True, **kw),
+    "stiffness": lambda **kw: GlobalStiffness(tension=True, bending=True, **kw),
+    "spring_stiffness": lambda **kw: SpringStiffness("tension", **kw),
+    "bending_spring_stiffness": lambda **kw: SpringStiffness("bending", **kw),
+    "v0": lambda **kw: InitialVelocity(per_vertex=False, **kw),
+    "v0_per_vertex": lambda **kw: InitialVelocity(per_vertex=True, **kw),
+    "rotation": InitialRotation,
+    "forces": ControlForces,
+    "wind": Wind,
+}
+
+
+def make_param(name, **kwargs):
+    """A parameterization by name: one of PARAM_NAMES."""
+    if name not in _BY_NAME:
+        raise ValueError(f"unknown parameter {name!r}; choose from {', '.join(sorted(_BY_NAME))}")
+    return _BY_NAME[name](**kwargs)
+
+
+PARAM_NAMES = tuple(sorted(_BY_NAME))
+
+
+class Design:
+    """Maps the concatenated θ of several parameterizations to scenes and gradients."""
+
+    def __init__(self, scene, params):
+        self.base = scene
+        self.params = [make_param(p) if isinstance(p, str) else p for p in params]
+        if not self.params:
+            raise ValueError("nothing to optimize: give at least one parameter")
+        for p in self.params:
+            if not isinstance(p, Param):
+                raise ValueError(f"not a parameterization: {p!r}")
+        starts = [p.initial(scene) for p in self.params]
+        self.slices, at = [], 0
+        for s in starts:
+            self.slices.append(slice(at, at + len(s)))
+            at += len(s)
+        self.theta0 = np.concatenate(starts)
+        self.bounds = [b for p in self.params for b in p.bounds(scene)]
+
+    def fields(self, theta):
+        sc = self.base
+        design = {"k_tension": sc.cloth.k_tension, "k_bending": sc.cloth.k_bending, "x0": sc.x0.copy(),
+                  "v0": sc.v0, "forces": np.zeros((sc.steps, sc.cloth.n, 3)) if sc.forces is None else sc.forces}
+        for p, sl in zip(self.params, self.slices):
+            p.apply(theta[sl], design, sc)
+        return design
+
+    def scene(self, theta, design=None):
+        d = self.fields(theta) if design is None else design
+        cloth = self.base.cloth.replace(k_tension=d["k_tension"], k_bending=d["k_bending"])
+        forces = None if self.base.forces is None and not np.any(d["forces"]) else d["forces"]
+        return self.base.replace(cloth=cloth, x0=d["x0"], v0=d["v0"], forces=forces)
+
+    def pullback(self, theta, grad, design):
+        return np.concatenate([p.pullback(theta[sl], grad, design, self.base)
+                               for p, sl in zip(self.params, self.slices)])
+
+    def regularizer(self, theta):
+        value, grads = 0.0, []
+        for p, sl in zip(self.params, self.slices):
+            v, g = p.regularizer(theta[sl], self.base)
+            value += v
+            grads.append(g)
+        return value, np.concatenate(grads)
+
+    def describe(self, theta):
+        out = {}
+        for p, sl in zip(self.params, self.slices):
+            out.update(p.describe(theta[sl]))
+        return out
