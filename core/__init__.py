@@ -19,3 +19,6 @@ from .params import (PARAM_NAMES, ControlForces, GlobalStiffness, InitialRotatio
 
 __all__ += ["ControlForces", "GlobalStiffness", "InitialRotation", "InitialVelocity", "OptimizeResult",
             "PARAM_NAMES", "Param", "SpringStiffness", "Wind", "make_param", "optimize"]
+from .gradcheck import check_gradient
+
+__all__ += ["check_gradient"]
