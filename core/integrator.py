@@ -15,7 +15,7 @@ import numpy as np
 from .colliders import Contact
 from .linalg import BlockSystem
 
-CG_MAX_ITER = 12
+CG_MAX_ITER = 6
 
 
 class SimulationError(RuntimeError):
@@ -66,15 +66,16 @@ class Model:
         self.fidx = np.full(self.n, -1, np.int64)
         self.fidx[self.free] = np.arange(len(self.free))
         fi, fj = self.fidx[self.edges[:, 0]], self.fidx[self.edges[:, 1]]
-        self.both_free = np.flatnonzero((fi >= 0) & (fj >= 0))
-        self.system = BlockSystem(len(self.free), np.stack([fi, fj], 1)[self.both_free])
+        ends = np.stack([fi, fj], 1)
+        self.system = BlockSystem(len(self.free), ends[(fi >= 0) & (fj >= 0)])
+        self.assemble = self.system.assembler(ends)
         self.mf = self.m[self.free]
         self.mass_diag = (self.mf * (1.0 + self.h * self.c))[:, None, None] * np.eye(3)
-        # the incident-spring sum for diagonal blocks as one bincount over (vertex, entry)
-        self.diag_slot = (self.edges.T.ravel()[:, None] * 9 + np.arange(9)).ravel()
         self.scale = float(np.ptp(cloth.rest, axis=0).max())
         self.gravity_force = self.m[:, None] * scene.gravity[None, :]
         self.tol = scene.tol * self.scale
+        # magnitude of E's terms, to tell a real decrease from rounding
+        self.energy_scale = cloth.mass * max(float(np.linalg.norm(scene.gravity)), 1.0) * self.scale
 
     def contact(self, y, s):
         sc = self.scene
@@ -108,12 +109,10 @@ class Model:
     def matrix(self, kblocks, contact, projected=False):
         """Storage data of h²∇²E: mass (with damping) + h²(springs + contact)."""
         h2 = self.h ** 2
-        diag = np.bincount(self.diag_slot, weights=np.concatenate([kblocks, kblocks]).ravel(),
-                           minlength=9 * self.n).reshape(self.n, 3, 3)
+        diag = self.mass_diag.copy()
         if len(contact.active):
-            np.add.at(diag, contact.active, contact.hess_psd if projected else contact.hess)
-        diag = self.mass_diag + h2 * diag[self.free]
-        return self.system.fill(diag, -h2 * kblocks[self.both_free])
+            np.add.at(diag, self.fidx[contact.active], h2 * (contact.hess_psd if projected else contact.hess))
+        return self.assemble @ np.concatenate([(h2 * kblocks).ravel(), diag.ravel()])
 
 
 def scatter_pairs(edges, fdir, n):
@@ -232,10 +231,10 @@ class Stepper:
         md = self.model
         trial = y.copy()
         trial[md.free] += d
-        if res < 1e4 * md.tol:  # E cannot resolve decreases this small; Newton is in its quadratic range
-            return trial
         e0 = md.energy(y, x, xhat, u, s)
         slope = float(np.sum(g * d))
+        if -slope <= 1e-11 * (abs(e0) + md.energy_scale):
+            return trial  # E cannot resolve so small a decrease: Newton is in its quadratic range
         alpha = 1.0
         while alpha > 1e-10:
             if md.energy(trial, x, xhat, u, s) <= e0 + 1e-4 * alpha * slope:

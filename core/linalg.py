@@ -74,10 +74,33 @@ class BlockSystem:
             self.indices = (uniq % self.ndof).astype(np.int32)
             self.indptr = np.searchsorted(uniq // self.ndof, np.arange(self.ndof + 1)).astype(np.int32)
 
-    def fill(self, diag, pair):
-        """Storage values for the given blocks."""
-        vals = np.concatenate([diag.ravel(), pair.ravel(), pair.ravel()])
-        return np.bincount(self.slots, weights=vals, minlength=self.size + 1)[: self.size]
+    def assembler(self, ends):
+        """Sparse map from [spring blocks (S,3,3), diagonal blocks (nv,3,3)] to storage data.
+
+        ends (S,2) holds each spring's free-vertex indices (-1 for a pinned end); a spring block
+        K adds to the diagonal blocks of its free ends and −K to their pair block, so one sparse
+        product refills the whole matrix.
+        """
+        nv, e9 = self.nv, np.arange(9)
+        n_pairs = (len(self.slots) - 9 * nv) // 18
+        rows, cols, vals = [], [], []
+        for end in ends.T:
+            ok = np.flatnonzero(end >= 0)
+            cols.append((ok[:, None] * 9 + e9).ravel())
+            rows.append(self.slots[(end[ok][:, None] * 9 + e9).ravel()])
+            vals.append(np.ones(cols[-1].size))
+        both = np.flatnonzero((ends >= 0).all(axis=1))
+        assert len(both) == n_pairs
+        for offset in (9 * nv, 9 * nv + 9 * n_pairs):
+            cols.append((both[:, None] * 9 + e9).ravel())
+            rows.append(self.slots[offset + np.arange(9 * n_pairs)])
+            vals.append(-np.ones(cols[-1].size))
+        cols.append(9 * len(ends) + np.arange(9 * nv))
+        rows.append(self.slots[: 9 * nv])
+        vals.append(np.ones(9 * nv))
+        rows, cols, vals = map(np.concatenate, (rows, cols, vals))
+        keep = rows < self.size  # the upper triangle of banded storage is not stored
+        return sp.csr_matrix((vals[keep], (rows[keep], cols[keep])), shape=(self.size, 9 * (len(ends) + nv)))
 
     def matvec(self, data, x):
         if self.backend == "banded":
