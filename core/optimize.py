@@ -70,15 +70,15 @@ def optimize(scene, loss, params, max_iter=100, callback=None, gtol=1e-10, ftol=
             back = theta - best["theta"]
             return 1e3 * best["loss"] + 1.0, back / max(np.linalg.norm(back), 1e-300)
         if value < best["loss"]:
-            best.update(loss=value, theta=theta.copy())
+            best.update(loss=value, theta=theta.copy(), grad=grad)
         last.update(theta=theta.copy(), loss=value, grad_norm=float(np.linalg.norm(grad)))
         return value, grad
 
     initial_loss, grad0 = f(design.theta0)  # a start that does not simulate raises SimulationError here
     if not np.isfinite(initial_loss):
         raise SimulationError("the starting design gives a non-finite loss", 0, 0)
-    best.update(loss=initial_loss)
-    cache = {design.theta0.tobytes(): (initial_loss, grad0)}
+    best.update(loss=initial_loss, grad=grad0)
+    cache = {}
     last.update(grad_norm=float(np.linalg.norm(grad0)))
 
     def record(theta):
@@ -92,10 +92,20 @@ def optimize(scene, loss, params, max_iter=100, callback=None, gtol=1e-10, ftol=
     reason = "converged"
     if initial_loss > 0 and max_iter > 0:
         try:
-            res = minimize(fun, design.theta0, jac=True, method="L-BFGS-B", bounds=design.bounds,
-                           callback=record, options=dict(maxiter=max_iter, gtol=gtol, ftol=ftol, maxls=30))
-            reason = "max_iter" if res.nit >= max_iter else (
-                "converged" if res.success else str(res.message))
+            # a failed line search (contact makes the loss rough) restarts L-BFGS from the best
+            # design with a fresh curvature model, as long as the last run still made progress
+            while True:
+                before = best["loss"]
+                cache[best["theta"].tobytes()] = (best["loss"], best["grad"])
+                res = minimize(fun, best["theta"], jac=True, method="L-BFGS-B", bounds=design.bounds,
+                               callback=record, options=dict(maxiter=max_iter - len(history), gtol=gtol,
+                                                             ftol=ftol, maxls=30))
+                if len(history) >= max_iter:
+                    reason = "max_iter"
+                    break
+                if res.success or best["loss"] >= before * (1 - 1e-6):
+                    reason = "converged" if res.success else str(res.message)
+                    break
         except _Stop:
             reason = "stopped"
     theta = best["theta"]
