@@ -1,0 +1,67 @@
+"""Mesh → springs, masses and rest lengths."""
+
+import numpy as np
+import pytest
+
+import core as dc
+
+
+def expected_counts(n, m):
+    tension = (m - 1) * (n - 1) + n * (m - 1) + m * (n - 1)
+    bending = (m - 1) * (n - 1) + (n - 2) * (m - 1) + (m - 2) * (n - 1)
+    return tension, bending
+
+
+def test_thesis_grid_spring_counts():
+    verts, tris = dc.grid(20, 20)
+    cloth = dc.Cloth(verts, tris)
+    assert (cloth.n_tension, cloth.n_bending) == (1121, 1045)
+
+
+@pytest.mark.parametrize("n,m", [(2, 2), (3, 7), (6, 4), (11, 5)])
+def test_grid_spring_counts_follow_formula(n, m):
+    cloth = dc.Cloth(*dc.grid(n, m))
+    assert (cloth.n_tension, cloth.n_bending) == expected_counts(n, m)
+
+
+def test_grid_geometry():
+    verts, tris = dc.grid(4, 3, size=2.0)
+    assert verts.shape == (12, 3) and tris.shape == (12, 3)
+    assert np.allclose(verts.mean(axis=0), 0.0) and np.all(verts[:, 2] == 0)
+    assert np.allclose(verts[1] - verts[0], [2.0 / 3, 0, 0])  # index j*n + i, i along x
+    assert np.allclose(verts[4] - verts[0], [0, 1.0, 0])
+
+
+def test_quads_and_ngons_are_triangulated():
+    verts = np.array([[0, 0, 0], [1, 0, 0], [1, 1, 0], [0, 1, 0], [2, 0, 0], [2.5, 0.5, 0], [2, 1, 0]], float)
+    faces = [[0, 1, 2, 3], [1, 4, 5, 6, 2]]  # a quad and a pentagon sharing edge 1-2
+    cloth = dc.Cloth(verts, faces)
+    assert len(cloth.tris) == 2 + 3
+    # every polygon edge is a spring, plus the fan diagonals
+    edges = {tuple(e) for e in cloth.tension_edges}
+    for poly in faces:
+        for a, b in zip(poly, poly[1:] + poly[:1]):
+            assert tuple(sorted((a, b))) in edges
+
+
+def test_bending_springs_join_opposite_vertices():
+    verts = np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0], [1, 1, 0]], float)
+    cloth = dc.Cloth(verts, [[0, 1, 2], [1, 3, 2]])
+    assert cloth.bending_edges.tolist() == [[0, 3]]
+    assert np.allclose(cloth.rest_lengths[-1], np.sqrt(2))
+
+
+def test_lumped_masses_sum_to_total_and_follow_area():
+    verts, tris = dc.grid(5, 5)
+    cloth = dc.Cloth(verts, tris, mass=0.7)
+    assert cloth.masses.sum() == pytest.approx(0.7)
+    corner, interior = cloth.masses[0], cloth.masses[12]
+    assert interior > corner > 0
+
+
+def test_rest_lengths_from_rest_mesh():
+    verts, tris = dc.grid(3, 3, size=1.0)
+    cloth = dc.Cloth(verts, tris)
+    e = cloth.edges
+    assert np.allclose(cloth.rest_lengths, np.linalg.norm(verts[e[:, 0]] - verts[e[:, 1]], axis=1))
+    assert set(np.round(cloth.rest_lengths[: cloth.n_tension], 6)) == {0.5, round(np.sqrt(0.5), 6)}

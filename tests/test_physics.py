@@ -1,0 +1,230 @@
+"""The simulator checked by properties and residuals, not by golden trajectories."""
+
+import numpy as np
+import pytest
+
+import core as dc
+from core.colliders import Contact
+from core.integrator import Model, spring_terms
+
+G = np.array([0.0, 0.0, -9.81])
+
+
+def square(n=5, size=0.4, **kw):
+    verts, tris = dc.grid(n, n, size=size)
+    kw.setdefault("mass", 0.1)
+    return dc.Cloth(verts, tris, **kw)
+
+
+def crumpled(n=5, seed=0, scale=0.05):
+    """Rest mesh plus noise: springs both stretched and compressed."""
+    verts, tris = dc.grid(n, n, size=0.4)
+    return verts + np.random.default_rng(seed).normal(scale=scale, size=verts.shape)
+
+
+# --- energies: gradient and Hessian against finite differences ---------------------------------
+
+@pytest.mark.parametrize("colliders", [
+    [],
+    [dc.Sphere((0.0, 0.0, 0.02), 0.1)],
+    [dc.Plane((0.0, 0.0, 0.01), (0.2, 0.1, 1.0))],
+], ids=["springs", "sphere", "plane"])
+def test_gradient_and_hessian_match_finite_differences(colliders):
+    cloth = square(k_tension=30.0, k_bending=0.5, damping=0.4, pinned=[0])
+    scene = dc.Scene(cloth, steps=2, dt=0.05, colliders=colliders, contact_stiffness=500.0,
+                     contact_thickness=0.005)
+    model = Model(scene)
+    rng = np.random.default_rng(1)
+    x = scene.x0
+    y = crumpled()
+    y[cloth.pinned] = x[cloth.pinned]
+    xhat = x + 0.05 * rng.normal(size=x.shape)
+    u = rng.normal(size=x.shape) * 0.01
+    g, springs, contact = model.gradient(y, x, xhat, u, 0)
+    if colliders:
+        assert len(contact.active) >= 3  # the test exercises contact
+    free, eps = model.free, 1e-6
+    for k in rng.choice(len(free) * 3, 8, replace=False):
+        e = np.zeros_like(y)
+        e[free[k // 3], k % 3] = eps
+        fd = (model.energy(y + e, x, xhat, u, 0) - model.energy(y - e, x, xhat, u, 0)) / (2 * eps)
+        assert g.ravel()[k] == pytest.approx(fd, rel=1e-6, abs=1e-9)
+    # Hessian (stored as h²∇²E) times a direction vs the change of the gradient along it
+    data = model.matrix(springs[4], contact)
+    d = rng.normal(size=(len(free), 3))
+    dy = np.zeros_like(y)
+    dy[free] = d
+    fd = (model.gradient(y + eps * dy, x, xhat, u, 0)[0] - model.gradient(y - eps * dy, x, xhat, u, 0)[0]) / (2 * eps)
+    hv = model.system.matvec(data, d.ravel()) / model.h ** 2
+    assert np.allclose(hv, fd.ravel(), rtol=1e-5, atol=1e-6 * np.abs(fd).max())
+
+
+def test_sphere_hessian_keeps_its_curvature_term():
+    sphere = dc.Sphere((0.0, 0.0, 0.0), 0.5)
+    x = np.array([[0.3, 0.2, 0.1], [0.0, 0.0, 0.45]])
+    c = Contact([sphere], x, 0, 100.0, 0.0)
+    eps = 1e-6
+    for i in range(2):
+        for a in range(3):
+            e = np.zeros_like(x)
+            e[i, a] = eps
+            gp = Contact([sphere], x + e, 0, 100.0, 0.0).grad[i]
+            gm = Contact([sphere], x - e, 0, 100.0, 0.0).grad[i]
+            assert np.allclose(c.hess[i][:, a], (gp - gm) / (2 * eps), atol=1e-6)
+    # inside the sphere the tangential curvature is negative; the projection drops it
+    assert np.linalg.eigvalsh(c.hess[0]).min() < 0
+    assert np.linalg.eigvalsh(c.hess_psd[0]).min() >= -1e-12
+
+
+def test_projected_spring_hessian_is_psd_and_exact_when_stretched():
+    x = crumpled(seed=3, scale=0.08)
+    cloth = square()
+    _, _, stretch, _, exact, proj = spring_terms(x, cloth.edges, cloth.rest_lengths, cloth.stiffness)
+    assert (stretch < 0).any() and (stretch > 0).any()
+    assert np.linalg.eigvalsh(proj).min() >= -1e-9
+    assert np.allclose(exact[stretch > 0], proj[stretch > 0])
+
+
+# --- a step solves the implicit Euler equations -------------------------------------------------
+
+def forces(scene, x, v, step):
+    """f(x, v) computed independently of the solver: springs, gravity, damping, contact, control."""
+    cloth = scene.cloth
+    e = cloth.edges
+    d = x[e[:, 0]] - x[e[:, 1]]
+    length = np.linalg.norm(d, axis=1)
+    fs = (cloth.stiffness * (length - cloth.rest_lengths) / length)[:, None] * d
+    f = np.zeros_like(x)
+    np.add.at(f, e[:, 0], -fs)
+    np.add.at(f, e[:, 1], fs)
+    f += cloth.masses[:, None] * (scene.gravity - cloth.damping * v)
+    c = Contact(scene.colliders, x, (step + 1) / scene.substeps, scene.contact_stiffness, scene.contact_thickness)
+    np.add.at(f, c.active, -c.grad)
+    if scene.forces is not None:
+        f += scene.forces[step // scene.substeps]
+    return f
+
+
+def test_converged_steps_satisfy_implicit_euler():
+    cloth = square(k_tension=40.0, k_bending=0.2, damping=0.5, pinned=[20, 24])
+    rng = np.random.default_rng(2)
+    scene = dc.Scene(cloth, steps=6, dt=0.05, substeps=2, colliders=[dc.Sphere((0.0, 0.0, -0.15), 0.1)],
+                     contact_stiffness=400.0, forces=rng.normal(size=(6, 25, 3)) * 0.01)
+    traj = dc.simulate(scene)
+    assert traj.stats.converged.all()
+    h, m = scene.h, cloth.masses[:, None]
+    free = np.setdiff1d(np.arange(cloth.n), cloth.pinned)
+    for s in range(scene.n_steps):
+        x1, v0, v1 = traj.step_x[s + 1], traj.step_v[s], traj.step_v[s + 1]
+        r = m * (v1 - v0) - h * forces(scene, x1, v1, s)
+        assert np.abs(r[free] / m[free]).max() * h < 1e-8  # residual in metres, as the solver measures it
+
+
+def test_cloth_at_rest_stays_at_rest():
+    scene = dc.Scene(square(pinned=[0]), steps=10, dt=0.1, gravity=(0, 0, 0))
+    traj = dc.simulate(scene)
+    assert np.abs(traj.x - scene.x0).max() < 1e-12 and np.abs(traj.v).max() < 1e-11
+
+
+@pytest.mark.parametrize("damping", [0.0, 0.7])
+def test_unpinned_cloth_follows_discrete_free_fall(damping):
+    v0 = np.array([0.3, -0.2, 1.0])
+    scene = dc.Scene(square(damping=damping), steps=8, dt=0.1, substeps=2, v0=v0)
+    traj = dc.simulate(scene)
+    x, v, h = scene.x0.copy(), np.tile(v0, (scene.cloth.n, 1)), scene.h
+    for s in range(scene.n_steps):
+        v = (v + h * G) / (1 + h * damping)
+        x = x + h * v
+        assert np.allclose(traj.step_x[s + 1], x, atol=1e-10)
+    assert np.allclose(traj.x[-1], x, atol=1e-10) and np.allclose(traj.v[-1], v, atol=1e-8)
+
+
+def test_pins_stay_exactly_on_their_path():
+    cloth = square(pinned=[20, 24])
+    static = dc.simulate(dc.Scene(cloth, steps=5, dt=0.1))
+    assert np.array_equal(static.x[:, cloth.pinned], np.broadcast_to(cloth.rest[cloth.pinned], (6, 2, 3)))
+    path = cloth.rest[cloth.pinned][None] + np.linspace(0, 1, 6)[:, None, None] * np.array([0.1, 0.0, 0.3])
+    moving = dc.simulate(dc.Scene(cloth, steps=5, dt=0.1, substeps=3, pin_path=path))
+    assert np.abs(moving.x[:, cloth.pinned] - path).max() < 1e-15
+    mid = moving.step_x[4, cloth.pinned]  # one third into frame 1 → 2
+    assert np.allclose(mid, path[1] + (path[2] - path[1]) / 3)
+
+
+@pytest.mark.parametrize("collider", [dc.Plane((0, 0, -0.2), (0, 0, 1)), dc.Sphere((0, 0, -1.0), 0.8)],
+                         ids=["plane", "sphere"])
+def test_dropped_cloth_comes_to_rest_on_collider(collider):
+    kc = 2e3
+    scene = dc.Scene(square(n=6, k_tension=30.0, k_bending=0.5, damping=2.0), steps=40, dt=0.05,
+                     colliders=[collider], contact_stiffness=kc)
+    traj = dc.simulate(scene)
+    assert traj.stats.converged.all()
+    x, m = traj.x[-1], scene.cloth.masses
+    if isinstance(collider, dc.Plane):
+        depth = -(x[:, 2] + 0.2)
+    else:
+        depth = 0.8 - np.linalg.norm(x - collider.center, axis=1)
+    assert np.abs(traj.v[-1]).max() < 0.05  # settled
+    # equilibrium: k_c·d balances at most the weight carried (its own plus what springs hand over)
+    assert depth.max() > 0 and depth.max() < 3 * m.sum() * 9.81 / kc
+
+
+def test_energy_never_grows_without_control():
+    cloth = square(k_tension=40.0, k_bending=0.3, pinned=[20, 24])
+    scene = dc.Scene(cloth, steps=30, dt=0.05, colliders=[dc.Sphere((0.0, 0.0, -0.3), 0.12)],
+                     contact_stiffness=1e3)
+    traj = dc.simulate(scene)
+    e = cloth.edges
+
+    def energy(x, v):
+        length = np.linalg.norm(x[e[:, 0]] - x[e[:, 1]], axis=1)
+        c = Contact(scene.colliders, x, 0, scene.contact_stiffness, 0.0)
+        return (0.5 * np.sum(cloth.masses[:, None] * v * v) + 0.5 * np.sum(cloth.stiffness * (length - cloth.rest_lengths) ** 2)
+                - np.sum(cloth.masses[:, None] * scene.gravity * x) + c.energy)
+
+    total = np.array([energy(x, v) for x, v in zip(traj.x, traj.v)])
+    assert np.all(np.diff(total) <= 1e-9 * np.abs(total).max())
+    assert total[-1] < total[0]
+
+
+def test_runs_are_bit_identical():
+    scene = dc.Scene(square(pinned=[20, 24]), steps=10, dt=0.1, colliders=[dc.Sphere((0, 0, -0.3), 0.15)])
+    a, b = dc.simulate(scene), dc.simulate(scene)
+    assert np.array_equal(a.x, b.x) and np.array_equal(a.v, b.v)
+
+
+def test_moving_sphere_pushes_the_cloth():
+    cloth = square(k_tension=30.0, pinned=[20, 24])
+    path = np.array([[0.0, -0.8 + 0.06 * f, -0.25] for f in range(21)])
+    still = dc.simulate(dc.Scene(cloth, steps=20, dt=0.05, colliders=[dc.Sphere(path[0], 0.15)]))
+    pushed = dc.simulate(dc.Scene(cloth, steps=20, dt=0.05, colliders=[dc.Sphere(path, 0.15)]))
+    assert pushed.x[-1][:, 1].mean() > still.x[-1][:, 1].mean() + 0.02
+
+
+def test_frames_and_substeps_shapes():
+    scene = dc.Scene(square(), steps=4, dt=0.1, substeps=3)
+    traj = dc.simulate(scene)
+    assert traj.x.shape == (5, 25, 3) and traj.step_x.shape == (13, 25, 3)
+    assert np.array_equal(traj.x[2], traj.step_x[6])
+    assert len(traj.stats.iterations) == 12
+
+
+@pytest.mark.parametrize("sphere", [False, True], ids=["hanging", "sphere"])
+def test_thesis_hanging_cloth_converges_every_step(sphere):
+    n = 20
+    verts, tris = dc.grid(n, n)
+    cloth = dc.Cloth(verts, tris, mass=0.5, k_tension=20.0, k_bending=0.1, pinned=[(n - 1) * n, n * n - 1])
+    scene = dc.Scene(cloth, steps=100, dt=0.1, contact_stiffness=1e3,
+                     colliders=[dc.Sphere((0, 0.1, -0.45), 0.25)] if sphere else [])
+    traj = dc.simulate(scene)
+    assert traj.stats.converged.all(), traj.stats.unconverged_steps
+    assert traj.stats.residual.max() <= scene.tol * 1.0
+    assert traj.x[-1][:, 2].min() < -0.8  # it hangs
+    if sphere:
+        assert (np.linalg.norm(traj.x - np.array([0, 0.1, -0.45]), axis=2) < 0.25).any()  # it touched
+
+
+def test_divergence_names_the_frame():
+    scene = dc.Scene(square(k_tension=1e9, pinned=[0]), steps=5, dt=0.1, max_newton=2)
+    with pytest.raises(dc.SimulationError, match=r"frame 1 .*substeps") as err:
+        dc.simulate(scene)
+    assert err.value.frame == 1
