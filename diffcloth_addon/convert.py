@@ -1,0 +1,298 @@
+"""Blender scene → plain numpy arrays and a core Scene (main thread only; core never sees bpy)."""
+
+import numpy as np
+
+from .. import core as dc
+
+BAKE_PREFIX = "DiffCloth_f"
+BENDING_REFERENCE_EDGE = 0.05  # m: per-spring bending stiffness = setting × (ref / mean edge)²
+RESULT_KEY = "diffcloth_result"
+
+
+class InputError(Exception):
+    """A user mistake, reported as one line naming the object and the problem."""
+
+
+def frame_time(scene):
+    return scene.render.fps_base / scene.render.fps
+
+
+def find_cloth(scene, name=None):
+    cloths = [o for o in scene.objects if o.diffcloth.role == "CLOTH"]
+    if name:
+        match = [o for o in cloths if o.name == name]
+        if not match:
+            raise InputError(f"no object named '{name}' is marked as DiffCloth cloth")
+        cloths = match
+    if not cloths:
+        raise InputError("no cloth: mark a mesh as DiffCloth Cloth")
+    if len(cloths) > 1:
+        raise InputError(f"several cloths ({', '.join(o.name for o in cloths)}): choose one")
+    obj = cloths[0]
+    if obj.type != "MESH":
+        raise InputError(f"'{obj.name}' is marked as cloth but is a {obj.type.lower()}, not a mesh")
+    return obj
+
+
+def action_frames(anim_data):
+    """Keyframe frames of an animation data block; Blender 4.4+ slotted actions included."""
+    if anim_data is None or anim_data.action is None:
+        return set()
+    action = anim_data.action
+    curves = []
+    layers = getattr(action, "layers", None)
+    slot = getattr(anim_data, "action_slot", None)
+    if layers and slot is not None:
+        for layer in layers:
+            for strip in layer.strips:
+                bag = strip.channelbag(slot)
+                if bag is not None:
+                    curves.extend(bag.fcurves)
+    else:
+        curves = list(action.fcurves)
+    return {int(round(k.co[0])) for fc in curves for k in fc.keyframe_points}
+
+
+def keyed_frames(obj):
+    frames = action_frames(obj.animation_data)
+    if obj.type == "MESH":
+        frames |= action_frames(obj.data.animation_data)
+        if obj.data.shape_keys is not None:
+            frames |= action_frames(obj.data.shape_keys.animation_data)
+    return frames
+
+
+class _OwnKeysMuted:
+    """Mute DiffCloth's baked shape keys so the cloth is read from its own rest shape."""
+
+    def __init__(self, obj):
+        keys = obj.data.shape_keys
+        self.blocks = [] if keys is None else [b for b in keys.key_blocks if b.name.startswith(BAKE_PREFIX)]
+
+    def __enter__(self):
+        self.state = [b.mute for b in self.blocks]
+        for b in self.blocks:
+            b.mute = True
+
+    def __exit__(self, *exc):
+        for b, mute in zip(self.blocks, self.state):
+            b.mute = mute
+
+
+def world_mesh(obj, depsgraph):
+    """World-space vertices (n,3) and triangles (T,3) of the evaluated object."""
+    ev = obj.evaluated_get(depsgraph)
+    mesh = ev.to_mesh()
+    try:
+        n = len(mesh.vertices)
+        co = np.empty(n * 3)
+        mesh.vertices.foreach_get("co", co)
+        co = co.reshape(n, 3)
+        mw = np.array(ev.matrix_world)
+        verts = co @ mw[:3, :3].T + mw[:3, 3]
+        mesh.calc_loop_triangles()
+        tris = np.empty(len(mesh.loop_triangles) * 3, np.int64)
+        mesh.loop_triangles.foreach_get("vertices", tris)
+        face_edges = {k for p in mesh.polygons for k in p.edge_keys}
+        loose_edges = sum(1 for e in mesh.edges if e.key not in face_edges)
+        return verts, tris.reshape(-1, 3), loose_edges, co, mw
+    finally:
+        ev.to_mesh_clear()
+
+
+def group_weights(obj, name, depsgraph):
+    """Per-vertex weights of a vertex group on the evaluated mesh (0 where unassigned)."""
+    group = obj.vertex_groups.get(name)
+    if group is None:
+        raise InputError(f"'{obj.name}' has no vertex group '{name}'")
+    ev = obj.evaluated_get(depsgraph)
+    mesh = ev.to_mesh()
+    try:
+        w = np.zeros(len(mesh.vertices))
+        for v in mesh.vertices:
+            for g in v.groups:
+                if g.group == group.index:
+                    w[v.index] = g.weight
+        return w
+    finally:
+        ev.to_mesh_clear()
+
+
+def collider_pose(obj):
+    mw = np.array(obj.matrix_world)
+    loc = mw[:3, 3].copy()
+    scale = float(np.linalg.norm(mw[:3, :3], axis=0).max())
+    if obj.diffcloth.role == "SPHERE":
+        if obj.type == "MESH" and len(obj.data.vertices):
+            co = np.empty(len(obj.data.vertices) * 3)
+            obj.data.vertices.foreach_get("co", co)
+            radius = float(np.linalg.norm(co.reshape(-1, 3), axis=1).max()) * scale
+        elif obj.type == "EMPTY":
+            radius = obj.empty_display_size * scale
+        else:
+            raise InputError(f"sphere collider '{obj.name}' must be a mesh or an empty")
+        return loc, radius
+    normal = mw[:3, :3] @ np.array([0.0, 0.0, 1.0])
+    return loc, normal / np.linalg.norm(normal)
+
+
+class Setup:
+    """Everything gathered for one run: the core scene and loss plus what bake/store need."""
+
+    def __init__(self, **fields):
+        self.__dict__.update(fields)
+
+
+def _constant(poses):
+    return poses[0] if np.allclose(poses, poses[0]) else poses
+
+
+def gather(context, cloth_name=None, need_targets=True):
+    """Read the scene into a Setup; raises InputError for user mistakes. Restores the frame."""
+    scene = context.scene
+    settings = scene.diffcloth
+    cloth_obj = find_cloth(scene, cloth_name)
+    cs = cloth_obj.diffcloth
+    start, end = settings.frame_range(scene)
+    if end <= start:
+        raise InputError(f"the frame range {start}-{end} is empty")
+    frames = list(range(start, end + 1))
+    targets = [o for o in scene.objects if o.diffcloth.role == "TARGET"
+               and (o.diffcloth.cloth is None or o.diffcloth.cloth == cloth_obj)]
+    original_frame = scene.frame_current
+    try:
+        scene.frame_set(start)
+        with _OwnKeysMuted(cloth_obj):
+            context.view_layer.update()
+            depsgraph = context.evaluated_depsgraph_get()
+            verts, tris, loose_edges, local_co, mw0 = world_mesh(cloth_obj, depsgraph)
+            pins = (np.flatnonzero(group_weights(cloth_obj, cs.pin_group, depsgraph) > 0.5)
+                    if cs.pin_group else np.zeros(0, np.int64))
+        if len(tris) == 0:
+            raise InputError(f"cloth '{cloth_obj.name}' has no faces")
+        if loose_edges:
+            raise InputError(f"cloth '{cloth_obj.name}' has {loose_edges} loose edge(s); delete them or fill faces")
+        edge = np.linalg.norm(verts[tris[:, 0]] - verts[tris[:, 1]], axis=1)
+        bending_scale = (BENDING_REFERENCE_EDGE / max(edge.mean(), 1e-9)) ** 2
+        try:
+            cloth = dc.Cloth(verts, tris, mass=cs.mass, k_tension=cs.tension, k_bending=cs.bending * bending_scale,
+                             damping=cs.damping, pinned=pins)
+        except ValueError as err:
+            raise InputError(f"cloth '{cloth_obj.name}': {err}") from None
+
+        colliders = [o for o in scene.objects if o.diffcloth.role in ("SPHERE", "PLANE")]
+        poses = {o.name: [] for o in colliders}
+        pin_path = []
+        target_pos = {}
+        target_frames = {o.name: sorted(keyed_frames(o)) for o in targets}
+        for t in targets:
+            outside = [f for f in target_frames[t.name] if not start <= f <= end]
+            if outside:
+                raise InputError(f"target '{t.name}' has keyframes at {outside}, outside the frame range "
+                                 f"{start}-{end}")
+        for f in frames:
+            scene.frame_set(f)
+            depsgraph = context.evaluated_depsgraph_get()
+            for o in colliders:
+                poses[o.name].append(collider_pose(o.evaluated_get(depsgraph)))
+            if len(pins):
+                mw = np.array(cloth_obj.evaluated_get(depsgraph).matrix_world)
+                pin_path.append(local_co[pins] @ mw[:3, :3].T + mw[:3, 3])
+            for t in targets:
+                if f in target_frames[t.name]:
+                    if t.type != "MESH":
+                        raise InputError(f"target '{t.name}' is not a mesh")
+                    tv = world_mesh(t, depsgraph)[0]
+                    if len(tv) != cloth.n:
+                        raise InputError(f"target '{t.name}' has {len(tv)} vertices, cloth '{cloth_obj.name}' "
+                                         f"has {cloth.n}")
+                    if f in target_pos:
+                        raise InputError(f"targets '{target_pos[f][0]}' and '{t.name}' are both keyed at frame {f}")
+                    target_pos[f] = (t.name, tv)
+    finally:
+        scene.frame_set(original_frame)
+
+    if need_targets and not target_pos:
+        raise InputError("no targets with keyframes: pose a Target copy of the cloth and insert a keyframe"
+                         if targets else "no targets: add one with 'New Target from Cloth'")
+    built = []
+    for o in colliders:
+        pose = poses[o.name]
+        if o.diffcloth.role == "SPHERE":
+            center = _constant(np.array([p[0] for p in pose]))
+            built.append(dc.Sphere(center, pose[0][1]))
+        else:
+            built.append(dc.Plane(_constant(np.array([p[0] for p in pose])),
+                                  _constant(np.array([p[1] for p in pose]))))
+    pin_path = _constant(np.array(pin_path)) if len(pins) else None
+    if pin_path is not None and pin_path.ndim == 2:
+        pin_path = None  # static pins stay where the mesh has them
+    core_scene = dc.Scene(cloth, steps=end - start, dt=frame_time(scene), substeps=cs.substeps,
+                          colliders=built, contact_stiffness=cs.contact_stiffness, contact_thickness=cs.thickness,
+                          pin_path=pin_path)
+    by_name = {t.name: t for t in targets}
+    loss = None
+    if target_pos:
+        vertex_weights = {}
+        for f, (name, _) in target_pos.items():
+            t = by_name[name]
+            if t.diffcloth.weight_group:
+                vertex_weights[f - start] = group_weights(t, t.diffcloth.weight_group,
+                                                          context.evaluated_depsgraph_get())
+        loss = dc.KeyframeLoss({f - start: pos for f, (_, pos) in target_pos.items()},
+                               weights={f - start: by_name[name].diffcloth.weight for f, (name, _) in target_pos.items()},
+                               vertex_weights=vertex_weights or None)
+    return Setup(cloth_obj=cloth_obj, scene=core_scene, loss=loss, start=start, end=end,
+                 matrix_world=mw0, bending_scale=bending_scale,
+                 target_frames={n: fr for n, fr in target_frames.items()})
+
+
+def params_from_settings(settings, setup):
+    """The parameterizations the artist ticked."""
+    params = []
+    if settings.opt_tension or settings.opt_bending:
+        params.append(dc.GlobalStiffness(tension=settings.opt_tension, bending=settings.opt_bending))
+    if settings.opt_velocity_per_vertex:
+        params.append(dc.InitialVelocity(per_vertex=True))
+    elif settings.opt_velocity:
+        params.append(dc.InitialVelocity())
+    if settings.opt_forces:
+        params.append(dc.ControlForces(settings.force_magnitude, settings.force_smoothness))
+    if settings.opt_wind:
+        params.append(dc.Wind(settings.force_magnitude, settings.force_smoothness))
+    if not params:
+        raise InputError("nothing to optimize: tick at least one quantity under 'Optimize'")
+    return params
+
+
+def apply_stored_result(setup):
+    """A scene reproducing the last optimization's per-vertex/per-frame results, where they still fit."""
+    stored = setup.cloth_obj.get(RESULT_KEY)
+    sc = setup.scene
+    if not stored:
+        return sc
+    changes = {}
+    n, steps = sc.cloth.n, sc.steps
+    v0 = np.asarray(stored.get("v0", []), dtype=np.float64)
+    if v0.size == 3 * n:
+        changes["v0"] = v0.reshape(n, 3)
+    forces = np.asarray(stored.get("forces", []), dtype=np.float64)
+    if forces.size == steps * n * 3:
+        changes["forces"] = forces.reshape(steps, n, 3)
+    return sc.replace(**changes) if changes else sc
+
+
+def store_result(setup, result):
+    """Write the optimized values to the cloth's settings and a custom property (saved in the .blend)."""
+    obj = setup.cloth_obj
+    sc = result.scene
+    k_t, k_b = sc.cloth.k_tension, sc.cloth.k_bending
+    if np.ptp(k_t) == 0:
+        obj.diffcloth.tension = float(k_t[0])
+    if len(k_b) and np.ptp(k_b) == 0:
+        obj.diffcloth.bending = float(k_b[0] / setup.bending_scale)
+    stored = {"v0": sc.v0.ravel().tolist(), "loss": float(result.loss),
+              "initial_loss": float(result.initial_loss), "iterations": len(result.history)}
+    if sc.forces is not None:
+        stored["forces"] = sc.forces.ravel().tolist()
+    obj[RESULT_KEY] = stored

@@ -1,0 +1,91 @@
+"""Settings saved in the .blend: an object's DiffCloth role and the scene's optimization setup."""
+
+import bpy
+from bpy.props import (BoolProperty, EnumProperty, FloatProperty, IntProperty, PointerProperty,
+                       StringProperty)
+
+ROLES = [
+    ("NONE", "None", "Not part of the DiffCloth setup"),
+    ("CLOTH", "Cloth", "A mesh simulated as mass-spring cloth"),
+    ("SPHERE", "Sphere Collider", "Collides as a sphere: world location, radius from its size"),
+    ("PLANE", "Plane Collider", "Collides as an infinite plane: world location, local Z axis as normal"),
+    ("TARGET", "Target", "A posed copy of the cloth; every keyframed frame is a target pose"),
+]
+
+
+def _is_cloth(self, obj):
+    return obj.type == "MESH" and obj.diffcloth.role == "CLOTH"
+
+
+class DiffClothObjectSettings(bpy.types.PropertyGroup):
+    role: EnumProperty(name="Role", items=ROLES, default="NONE")  # type: ignore
+    # cloth
+    mass: FloatProperty(name="Mass", description="Total mass of the cloth", default=0.5, min=1e-6,
+                        unit="MASS")  # type: ignore
+    tension: FloatProperty(name="Tension Stiffness", description="Stiffness of every edge spring (N/m); "
+                           "a sheet of springs stretches the same at any resolution", default=20.0, min=1e-6,
+                           soft_max=1e4)  # type: ignore
+    bending: FloatProperty(name="Bending Stiffness", description="Resistance to folding, scaled per spring "
+                           "with the mesh's edge length so it means the same at any resolution",
+                           default=0.1, min=1e-6, soft_max=1e3)  # type: ignore
+    damping: FloatProperty(name="Air Damping", description="Mass-proportional damping (1/s)", default=0.0,
+                           min=0.0, soft_max=10.0)  # type: ignore
+    pin_group: StringProperty(name="Pin Group", description="Vertex group of pinned vertices: they follow "
+                              "the object's animation instead of the simulation")  # type: ignore
+    substeps: IntProperty(name="Substeps", description="Implicit Euler steps per frame", default=1, min=1,
+                          max=64)  # type: ignore
+    contact_stiffness: FloatProperty(name="Contact Stiffness", default=1000.0, min=1e-3)  # type: ignore
+    thickness: FloatProperty(name="Thickness", description="Distance kept from colliders", default=0.0,
+                             min=0.0, unit="LENGTH")  # type: ignore
+    # target
+    weight: FloatProperty(name="Weight", description="How much this target counts", default=1.0,
+                          min=0.0)  # type: ignore
+    weight_group: StringProperty(name="Weight Group", description="Optional vertex group weighting "
+                                 "how much each vertex counts")  # type: ignore
+    cloth: PointerProperty(name="Cloth", type=bpy.types.Object, poll=_is_cloth,
+                           description="The cloth this target poses (empty: the scene's only cloth)")  # type: ignore
+
+
+class DiffClothSceneSettings(bpy.types.PropertyGroup):
+    use_scene_range: BoolProperty(name="Scene Frame Range", default=True)  # type: ignore
+    frame_start: IntProperty(name="Start", default=1)  # type: ignore
+    frame_end: IntProperty(name="End", default=100)  # type: ignore
+    # what may change
+    opt_tension: BoolProperty(name="Tension Stiffness", default=True)  # type: ignore
+    opt_bending: BoolProperty(name="Bending Stiffness", default=False)  # type: ignore
+    opt_velocity: BoolProperty(name="Initial Velocity", description="One initial velocity for the "
+                               "whole cloth", default=False)  # type: ignore
+    opt_velocity_per_vertex: BoolProperty(name="Per-Vertex Velocity", default=False)  # type: ignore
+    opt_forces: BoolProperty(name="Control Forces", description="A steering force per vertex and frame",
+                             default=False)  # type: ignore
+    opt_wind: BoolProperty(name="Wind", description="A uniform acceleration per frame", default=False)  # type: ignore
+    force_magnitude: FloatProperty(name="Force Strength Penalty", default=1e-6, min=0.0)  # type: ignore
+    force_smoothness: FloatProperty(name="Force Smoothness Penalty", default=1e-4, min=0.0)  # type: ignore
+    max_iterations: IntProperty(name="Max Iterations", default=50, min=1, max=10000)  # type: ignore
+    # live status
+    running: BoolProperty(default=False, options={"SKIP_SAVE"})  # type: ignore
+    iteration: IntProperty(default=0)  # type: ignore
+    loss: FloatProperty(default=0.0)  # type: ignore
+    normalized_loss: FloatProperty(default=0.0)  # type: ignore
+    elapsed: FloatProperty(default=0.0, unit="TIME_ABSOLUTE")  # type: ignore
+    status: StringProperty(default="")  # type: ignore
+
+    def frame_range(self, scene):
+        return (scene.frame_start, scene.frame_end) if self.use_scene_range else (self.frame_start, self.frame_end)
+
+
+CLASSES = (DiffClothObjectSettings, DiffClothSceneSettings)
+
+
+def register():
+    for cls in CLASSES:
+        bpy.utils.register_class(cls)
+    bpy.types.Object.diffcloth = PointerProperty(type=DiffClothObjectSettings)
+    bpy.types.Scene.diffcloth = PointerProperty(type=DiffClothSceneSettings)
+
+
+def unregister():
+    del bpy.types.Scene.diffcloth
+    del bpy.types.Object.diffcloth
+    for cls in reversed(CLASSES):
+        bpy.utils.unregister_class(cls)
