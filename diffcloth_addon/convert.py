@@ -118,11 +118,12 @@ def group_weights(obj, name, depsgraph):
         ev.to_mesh_clear()
 
 
-def collider_pose(obj):
+def collider_pose(obj, role):
+    """(center, radius) of a sphere or (point, normal) of a plane, from the (evaluated) object."""
     mw = np.array(obj.matrix_world)
     loc = mw[:3, 3].copy()
     scale = float(np.linalg.norm(mw[:3, :3], axis=0).max())
-    if obj.diffcloth.role == "SPHERE":
+    if role == "SPHERE":
         if obj.type == "MESH" and len(obj.data.vertices):
             co = np.empty(len(obj.data.vertices) * 3)
             obj.data.vertices.foreach_get("co", co)
@@ -194,7 +195,7 @@ def gather(context, cloth_name=None, need_targets=True):
             scene.frame_set(f)
             depsgraph = context.evaluated_depsgraph_get()
             for o in colliders:
-                poses[o.name].append(collider_pose(o.evaluated_get(depsgraph)))
+                poses[o.name].append(collider_pose(o.evaluated_get(depsgraph), o.diffcloth.role))
             if len(pins):
                 mw = np.array(cloth_obj.evaluated_get(depsgraph).matrix_world)
                 pin_path.append(local_co[pins] @ mw[:3, :3].T + mw[:3, 3])

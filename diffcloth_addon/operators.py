@@ -27,7 +27,7 @@ class DIFFCLOTH_OT_simulate(bpy.types.Operator):
     bl_label = "Simulate & Bake"
     bl_options = {"REGISTER", "UNDO"}
 
-    cloth: StringProperty(name="Cloth", description="Cloth object name (empty: the scene's only cloth)")  # type: ignore
+    cloth: StringProperty(name="Cloth", description="Cloth object name (empty: the scene's only cloth)")
 
     def execute(self, context):
         try:
@@ -47,7 +47,7 @@ class DIFFCLOTH_OT_optimize(bpy.types.Operator):
     bl_label = "Optimize"
     bl_options = {"REGISTER", "UNDO"}
 
-    cloth: StringProperty(name="Cloth", description="Cloth object name (empty: the scene's only cloth)")  # type: ignore
+    cloth: StringProperty(name="Cloth", description="Cloth object name (empty: the scene's only cloth)")
 
     def _prepare(self, context):
         settings = context.scene.diffcloth
@@ -142,7 +142,7 @@ class DIFFCLOTH_OT_clear_bake(bpy.types.Operator):
     bl_label = "Clear Bake"
     bl_options = {"REGISTER", "UNDO"}
 
-    cloth: StringProperty(name="Cloth")  # type: ignore
+    cloth: StringProperty(name="Cloth")
 
     def execute(self, context):
         try:
@@ -161,7 +161,7 @@ class DIFFCLOTH_OT_new_target(bpy.types.Operator):
     bl_label = "New Target from Cloth"
     bl_options = {"REGISTER", "UNDO"}
 
-    cloth: StringProperty(name="Cloth")  # type: ignore
+    cloth: StringProperty(name="Cloth")
 
     def execute(self, context):
         try:

@@ -18,57 +18,57 @@ def _is_cloth(self, obj):
 
 
 class DiffClothObjectSettings(bpy.types.PropertyGroup):
-    role: EnumProperty(name="Role", items=ROLES, default="NONE")  # type: ignore
+    role: EnumProperty(name="Role", items=ROLES, default="NONE")
     # cloth
     mass: FloatProperty(name="Mass", description="Total mass of the cloth", default=0.5, min=1e-6,
-                        unit="MASS")  # type: ignore
+                        unit="MASS")
     tension: FloatProperty(name="Tension Stiffness", description="Stiffness of every edge spring (N/m); "
                            "a sheet of springs stretches the same at any resolution", default=20.0, min=1e-6,
-                           soft_max=1e4)  # type: ignore
+                           soft_max=1e4)
     bending: FloatProperty(name="Bending Stiffness", description="Resistance to folding, scaled per spring "
                            "with the mesh's edge length so it means the same at any resolution",
-                           default=0.1, min=1e-6, soft_max=1e3)  # type: ignore
+                           default=0.1, min=1e-6, soft_max=1e3)
     damping: FloatProperty(name="Air Damping", description="Mass-proportional damping (1/s)", default=0.0,
-                           min=0.0, soft_max=10.0)  # type: ignore
+                           min=0.0, soft_max=10.0)
     pin_group: StringProperty(name="Pin Group", description="Vertex group of pinned vertices: they follow "
-                              "the object's animation instead of the simulation")  # type: ignore
+                              "the object's animation instead of the simulation")
     substeps: IntProperty(name="Substeps", description="Implicit Euler steps per frame", default=1, min=1,
-                          max=64)  # type: ignore
-    contact_stiffness: FloatProperty(name="Contact Stiffness", default=1000.0, min=1e-3)  # type: ignore
+                          max=64)
+    contact_stiffness: FloatProperty(name="Contact Stiffness", default=1000.0, min=1e-3)
     thickness: FloatProperty(name="Thickness", description="Distance kept from colliders", default=0.0,
-                             min=0.0, unit="LENGTH")  # type: ignore
+                             min=0.0, unit="LENGTH")
     # target
     weight: FloatProperty(name="Weight", description="How much this target counts", default=1.0,
-                          min=0.0)  # type: ignore
+                          min=0.0)
     weight_group: StringProperty(name="Weight Group", description="Optional vertex group weighting "
-                                 "how much each vertex counts")  # type: ignore
+                                 "how much each vertex counts")
     cloth: PointerProperty(name="Cloth", type=bpy.types.Object, poll=_is_cloth,
-                           description="The cloth this target poses (empty: the scene's only cloth)")  # type: ignore
+                           description="The cloth this target poses (empty: the scene's only cloth)")
 
 
 class DiffClothSceneSettings(bpy.types.PropertyGroup):
-    use_scene_range: BoolProperty(name="Scene Frame Range", default=True)  # type: ignore
-    frame_start: IntProperty(name="Start", default=1)  # type: ignore
-    frame_end: IntProperty(name="End", default=100)  # type: ignore
+    use_scene_range: BoolProperty(name="Scene Frame Range", default=True)
+    frame_start: IntProperty(name="Start", default=1)
+    frame_end: IntProperty(name="End", default=100)
     # what may change
-    opt_tension: BoolProperty(name="Tension Stiffness", default=True)  # type: ignore
-    opt_bending: BoolProperty(name="Bending Stiffness", default=False)  # type: ignore
+    opt_tension: BoolProperty(name="Tension Stiffness", default=True)
+    opt_bending: BoolProperty(name="Bending Stiffness", default=False)
     opt_velocity: BoolProperty(name="Initial Velocity", description="One initial velocity for the "
-                               "whole cloth", default=False)  # type: ignore
-    opt_velocity_per_vertex: BoolProperty(name="Per-Vertex Velocity", default=False)  # type: ignore
+                               "whole cloth", default=False)
+    opt_velocity_per_vertex: BoolProperty(name="Per-Vertex Velocity", default=False)
     opt_forces: BoolProperty(name="Control Forces", description="A steering force per vertex and frame",
-                             default=False)  # type: ignore
-    opt_wind: BoolProperty(name="Wind", description="A uniform acceleration per frame", default=False)  # type: ignore
-    force_magnitude: FloatProperty(name="Force Strength Penalty", default=1e-6, min=0.0)  # type: ignore
-    force_smoothness: FloatProperty(name="Force Smoothness Penalty", default=1e-4, min=0.0)  # type: ignore
-    max_iterations: IntProperty(name="Max Iterations", default=50, min=1, max=10000)  # type: ignore
+                             default=False)
+    opt_wind: BoolProperty(name="Wind", description="A uniform acceleration per frame", default=False)
+    force_magnitude: FloatProperty(name="Force Strength Penalty", default=1e-6, min=0.0)
+    force_smoothness: FloatProperty(name="Force Smoothness Penalty", default=1e-4, min=0.0)
+    max_iterations: IntProperty(name="Max Iterations", default=50, min=1, max=10000)
     # live status
-    running: BoolProperty(default=False, options={"SKIP_SAVE"})  # type: ignore
-    iteration: IntProperty(default=0)  # type: ignore
-    loss: FloatProperty(default=0.0)  # type: ignore
-    normalized_loss: FloatProperty(default=0.0)  # type: ignore
-    elapsed: FloatProperty(default=0.0, unit="TIME_ABSOLUTE")  # type: ignore
-    status: StringProperty(default="")  # type: ignore
+    running: BoolProperty(default=False, options={"SKIP_SAVE"})
+    iteration: IntProperty(default=0)
+    loss: FloatProperty(default=0.0)
+    normalized_loss: FloatProperty(default=0.0)
+    elapsed: FloatProperty(default=0.0, unit="TIME_ABSOLUTE")
+    status: StringProperty(default="")
 
     def frame_range(self, scene):
         return (scene.frame_start, scene.frame_end) if self.use_scene_range else (self.frame_start, self.frame_end)
