@@ -20,6 +20,42 @@ def _write(context, setup, positions):
     context.scene.frame_set(context.scene.frame_current)
 
 
+def prepare_optimize(context, cloth_name=None, max_iter=None):
+    """Copy the inputs out of Blender (main thread) into a runner that has not started yet."""
+    settings = context.scene.diffcloth
+    setup = convert.gather(context, cloth_name)
+    params = convert.params_from_settings(settings, setup)
+    runner = OptimizeRunner(convert.apply_stored_result(setup), setup.loss, params,
+                            max_iter or settings.max_iterations)
+    settings.running, settings.iteration, settings.status = True, 0, "starting"
+    return setup, runner
+
+
+def finish_optimize(context, setup, runner):
+    """Write a finished run into Blender (main thread): bake, store the result, status. Raises
+    InputError if the run failed; nothing is written then."""
+    settings = context.scene.diffcloth
+    settings.running = False
+    if runner.error is not None:
+        settings.status = "failed"
+        raise convert.InputError(f"optimization of '{setup.cloth_obj.name}' failed: {runner.error}")
+    result = runner.result
+    try:
+        _write(context, setup, result.trajectory.x)
+    except ValueError as err:
+        settings.status = "failed"
+        raise convert.InputError(str(err)) from None
+    convert.store_result(setup, result)
+    settings.loss, settings.normalized_loss = result.loss, result.normalized_loss
+    settings.status = result.reason
+    return result
+
+
+def summary(setup, result):
+    return (f"'{setup.cloth_obj.name}': loss {result.initial_loss:.4g} → {result.loss:.4g} "
+            f"({result.normalized_loss:.2e} of the start) in {len(result.history)} iterations, {result.reason}")
+
+
 class DIFFCLOTH_OT_simulate(bpy.types.Operator):
     """Simulate the cloth with its current settings (and last optimized values) and bake it to shape keys"""
 
@@ -50,12 +86,7 @@ class DIFFCLOTH_OT_optimize(bpy.types.Operator):
     cloth: StringProperty(name="Cloth", description="Cloth object name (empty: the scene's only cloth)")
 
     def _prepare(self, context):
-        settings = context.scene.diffcloth
-        self.setup = convert.gather(context, self.cloth or None)
-        params = convert.params_from_settings(settings, self.setup)
-        scene = convert.apply_stored_result(self.setup)
-        self.runner = OptimizeRunner(scene, self.setup.loss, params, settings.max_iterations)
-        settings.running, settings.iteration, settings.status = True, 0, "starting"
+        self.setup, self.runner = prepare_optimize(context, self.cloth or None)
         self.started = time.perf_counter()
 
     def _progress(self, context, infos):
@@ -67,24 +98,11 @@ class DIFFCLOTH_OT_optimize(bpy.types.Operator):
         settings.elapsed = time.perf_counter() - self.started
 
     def _finish(self, context):
-        settings = context.scene.diffcloth
-        settings.running = False
-        runner = self.runner
-        if runner.error is not None:
-            settings.status = "failed"
-            return _fail(self, f"optimization of '{self.setup.cloth_obj.name}' failed: {runner.error}")
-        result = runner.result
         try:
-            _write(context, self.setup, result.trajectory.x)
-        except ValueError as err:
-            settings.status = "failed"
+            result = finish_optimize(context, self.setup, self.runner)
+        except convert.InputError as err:
             return _fail(self, str(err))
-        convert.store_result(self.setup, result)
-        settings.loss, settings.normalized_loss = result.loss, result.normalized_loss
-        settings.status = result.reason
-        self.report({"INFO"}, f"'{self.setup.cloth_obj.name}': loss {result.initial_loss:.4g} → {result.loss:.4g} "
-                              f"({result.normalized_loss:.2e} of the start) in {len(result.history)} iterations, "
-                              f"{result.reason}")
+        self.report({"INFO"}, summary(self.setup, result))
         return {"FINISHED"}
 
     def execute(self, context):

@@ -1,24 +1,13 @@
 """Shared fixtures: the repository loaded as the extension package `diffcloth` in the real bpy module."""
 
-import importlib.util
 import pathlib
 import sys
 
 import pytest
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-
-
-def load_extension():
-    """Import the repo root as package `diffcloth`, the way Blender imports the installed extension."""
-    if "diffcloth" in sys.modules:
-        return sys.modules["diffcloth"]
-    spec = importlib.util.spec_from_file_location("diffcloth", REPO / "__init__.py",
-                                                  submodule_search_locations=[str(REPO)])
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["diffcloth"] = module
-    spec.loader.exec_module(module)
-    return module
+sys.path.insert(0, str(REPO / "scripts"))
+from dev_extension import load_extension  # noqa: E402
 
 
 @pytest.fixture(scope="session")

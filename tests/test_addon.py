@@ -54,8 +54,8 @@ def test_register_unregister_leaves_nothing(addon):
     assert hasattr(bpy.types.Object, "diffcloth") and hasattr(bpy.types.Scene, "diffcloth")
     assert "DIFFCLOTH_PT_main" in dir(bpy.types)
     # a clean process registers and unregisters, then exits promptly (no leftover timers or classes)
-    code = (f"import sys, importlib.util; sys.path.insert(0, {str(REPO / 'tests')!r});"
-            "from conftest import load_extension; import bpy; ext = load_extension(); ext.register();"
+    code = (f"import sys; sys.path.insert(0, {str(REPO / 'scripts')!r});"
+            "from dev_extension import load_extension; import bpy; ext = load_extension(); ext.register();"
             "ext.unregister(); assert not hasattr(bpy.types.Object, 'diffcloth');"
             "assert not hasattr(bpy.types, 'DIFFCLOTH_PT_main'); print('clean')")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

@@ -1,0 +1,164 @@
+"""Regenerate the sample scenes deterministically (run with the project's venv python):
+
+    .venv/bin/python sample_scenes/make_scenes.py [output folder]     (default: sample_scenes/)
+
+Each scene's targets come from simulating known "true" settings with DiffCloth itself, after
+which the cloth is reset to a wrong start, so optimizing recovers a reachable answer:
+  hanging_cloth.blend       the thesis's hanging cloth; optimize tension stiffness
+  throw_onto_sphere.blend   a cloth thrown onto a sphere; optimize its initial velocity
+  artist_keyframes.blend    a cloth falling over a sphere onto a floor, two keyed poses; control forces
+  pinned_to_animated.blend  a cloth pinned to an animated object; optimize tension and bending
+"""
+
+import os
+import pathlib
+import sys
+
+import numpy as np
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "scripts"))
+from dev_extension import load_extension  # noqa: E402
+
+import bpy  # noqa: E402
+
+SCENES = {}
+
+
+def scene(fn):
+    SCENES[fn.__name__] = fn
+    return fn
+
+
+def reset(frames, fps=10):
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    sc = bpy.context.scene
+    sc.render.fps, sc.render.fps_base = fps, 1.0
+    sc.frame_start, sc.frame_end = 1, frames + 1
+    sc.frame_set(1)
+    return sc
+
+
+def cloth_grid(n, size, location=(0.0, 0.0, 0.0), pin_corners=True, name="Cloth"):
+    bpy.ops.mesh.primitive_grid_add(x_subdivisions=n - 1, y_subdivisions=n - 1, size=size, location=location)
+    obj = bpy.context.active_object
+    obj.name = obj.data.name = name
+    obj.diffcloth.role = "CLOTH"
+    if pin_corners:
+        co = np.array([v.co for v in obj.data.vertices])
+        top = co[:, 1].max()
+        corners = np.flatnonzero((np.abs(co[:, 1] - top) < 1e-6) & (np.abs(np.abs(co[:, 0]) - size / 2) < 1e-6))
+        obj.vertex_groups.new(name="Pins").add([int(i) for i in corners], 1.0, "REPLACE")
+        obj.diffcloth.pin_group = "Pins"
+    return obj
+
+
+def sphere(location, radius, name="Sphere"):
+    bpy.ops.mesh.primitive_uv_sphere_add(radius=radius, location=location, segments=32, ring_count=16)
+    obj = bpy.context.active_object
+    obj.name = name
+    obj.diffcloth.role = "SPHERE"
+    return obj
+
+
+def targets_from_truth(cloth, frames, forces=None):
+    """Simulate the current ('true') settings and key a Target copy at each of `frames`."""
+    if forces is not None:
+        cloth["diffcloth_result"] = {"forces": forces.ravel().tolist()}
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    for f in frames:
+        bpy.context.scene.frame_set(f)
+        assert bpy.ops.diffcloth.new_target() == {"FINISHED"}
+    bpy.ops.diffcloth.clear_bake()
+    if "diffcloth_result" in cloth.keys():
+        del cloth["diffcloth_result"]
+    bpy.context.scene.frame_set(1)
+
+
+@scene
+def hanging_cloth():
+    reset(frames=40)
+    cloth = cloth_grid(12, 1.0)
+    cloth.diffcloth.tension, cloth.diffcloth.bending = 20.0, 0.1
+    targets_from_truth(cloth, [41])
+    cloth.diffcloth.tension = 8.0
+    s = bpy.context.scene.diffcloth
+    s.opt_tension, s.max_iterations = True, 20
+    return "optimize tension (start 8, true 20): loss down at least 1e4x"
+
+
+@scene
+def throw_onto_sphere():
+    reset(frames=9)
+    sphere((0.0, 0.0, -0.45), 0.25)
+    cloth = cloth_grid(10, 0.8, location=(-0.3, 0.0, 0.0), pin_corners=False)
+    cloth.diffcloth.substeps = 4
+    cloth["diffcloth_result"] = {"v0": np.tile([0.6, 0.0, 2.05], 100).tolist()}
+    targets_from_truth(cloth, [10])
+    s = bpy.context.scene.diffcloth
+    s.opt_tension, s.opt_velocity, s.max_iterations = False, True, 20
+    return "optimize initial velocity (start 0, true (0.6, 0, 2.05) m/s): loss down at least 1e3x"
+
+
+@scene
+def artist_keyframes():
+    reset(frames=30)
+    sphere((0.0, 0.0, -0.5), 0.3)
+    bpy.ops.mesh.primitive_plane_add(size=4.0, location=(0.0, 0.0, -0.9))
+    floor = bpy.context.active_object
+    floor.name = "Floor"
+    floor.diffcloth.role = "PLANE"
+    cloth = cloth_grid(12, 1.0, pin_corners=False)
+    cloth.diffcloth.damping = 0.5
+    # the poses come from a gust that no stiffness can imitate: control forces must find it
+    t = np.arange(30) * 0.1
+    gust = np.zeros((30, 144, 3))
+    gust[:, :, 0] = (3.0 * np.sin(2 * np.pi * t / 3.0))[:, None]
+    targets_from_truth(cloth, [16, 31], forces=gust * (0.5 / 144))  # ≈ 0.5 kg spread over 144 vertices
+    s = bpy.context.scene.diffcloth
+    s.opt_tension, s.opt_forces, s.max_iterations = False, True, 30
+    s.force_magnitude, s.force_smoothness = 1e-6, 1e-4
+    return "optimize control forces to pass through the poses at frames 16 and 31: loss down at least 1e2x"
+
+
+@scene
+def pinned_to_animated():
+    reset(frames=30)
+    rig = bpy.data.objects.new("Rig", None)
+    bpy.context.collection.objects.link(rig)
+    rig.empty_display_type = "ARROWS"
+    for frame, x in ((1, 0.0), (16, 0.6), (31, 0.0)):
+        rig.location = (x, 0.0, 0.0)
+        rig.keyframe_insert("location", frame=frame)
+    cloth = cloth_grid(10, 0.8)
+    cloth.parent = rig
+    cloth.diffcloth.tension, cloth.diffcloth.bending, cloth.diffcloth.damping = 30.0, 0.5, 0.2
+    targets_from_truth(cloth, [31])
+    cloth.diffcloth.tension, cloth.diffcloth.bending = 12.0, 0.2
+    s = bpy.context.scene.diffcloth
+    s.opt_tension, s.opt_bending, s.max_iterations = True, True, 20
+    return "optimize tension and bending (start 12/0.2, true 30/0.5) with pins following the rig: loss down 1e3x"
+
+
+def make(name, folder):
+    note = SCENES[name]()
+    bpy.context.scene["diffcloth_sample"] = note
+    path = os.path.join(folder, f"{name}.blend")
+    bpy.ops.wm.save_as_mainfile(filepath=path, compress=True)
+    return path, note
+
+
+def main(folder):
+    ext = load_extension()
+    ext.register()
+    try:
+        os.makedirs(folder, exist_ok=True)
+        for name in SCENES:
+            path, note = make(name, folder)
+            print(f"{path}: {note}")
+    finally:
+        ext.unregister()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else str(HERE))
