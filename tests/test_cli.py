@@ -1,0 +1,50 @@
+"""The headless batch command: help, success, bad arguments and failures with exit codes."""
+
+import json
+import shutil
+
+import pytest
+
+from conftest import REPO
+
+SCENE = REPO / "sample_scenes" / "pinned_to_animated.blend"
+
+
+@pytest.fixture
+def cli(addon):
+    from diffcloth.diffcloth_addon import cli
+    return cli
+
+
+def test_help(cli, capsys):
+    assert cli.execute(["optimize", "--help"]) == 0
+    assert "--max-iter" in capsys.readouterr().out
+
+
+def test_success_writes_outputs(cli, tmp_path):
+    scene = tmp_path / "scene.blend"
+    shutil.copy(SCENE, scene)
+    out, report, png = tmp_path / "out.blend", tmp_path / "r.json", tmp_path / "p.png"
+    code = cli.execute(["optimize", str(scene), "--max-iter", "8", "--output", str(out), "--report", str(report),
+                        "--preview", str(png)])
+    assert code == 0
+    data = json.loads(report.read_text())
+    assert data["final_loss"] < 1e-3 * data["initial_loss"] and data["history"]
+    assert out.stat().st_size > 0 and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    import bpy
+    bpy.ops.wm.open_mainfile(filepath=str(out))
+    keys = bpy.data.objects["Cloth"].data.shape_keys.key_blocks
+    assert len([k for k in keys if k.name.startswith("DiffCloth_f")]) == 31
+
+
+@pytest.mark.parametrize("argv,code,message", [
+    (["optimize", "--bogus"], 2, "unrecognized arguments"),
+    (["frobnicate"], 2, "invalid choice"),
+    (["optimize", "/nonexistent/scene.blend"], 1, "no such .blend"),
+    (["optimize", str(SCENE), "--cloth", "Nope"], 1, "no object named 'Nope'"),
+    (["optimize", str(SCENE), "--output", "/nonexistent/dir/out.blend"], 1, "cannot write the output"),
+])
+def test_failures(cli, capsys, tmp_path, argv, code, message):
+    assert cli.execute(argv) == code
+    assert message in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())  # nothing left behind
