@@ -29,7 +29,7 @@ class Sphere:
     def __init__(self, center, radius):
         self.center = _pose(center, "sphere center")
         if np.ndim(radius) != 0 or not (np.isfinite(radius) and radius > 0):
-            raise ValueError(f"sphere radius must be a positive number, got {radius}")
+            raise ValueError(f"sphere radius must be positive (one number), got {radius}")
         self.radius = float(radius)
 
     def n_poses(self):
