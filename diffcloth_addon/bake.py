@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from .convert import BAKE_PREFIX
+from .convert import BAKE_PREFIX, action_fcurves
 
 
 def clear_bake(obj):
@@ -11,24 +11,12 @@ def clear_bake(obj):
     if keys is None:
         return 0
     ours = [b for b in keys.key_blocks if b.name.startswith(BAKE_PREFIX)]
-    anim = keys.animation_data
-    if anim is not None and anim.action is not None:
-        for fc in _fcurves(anim):
-            if any(f'key_blocks["{b.name}"]' in fc.data_path for b in ours):
-                fc.keyframe_points.clear()
+    for fc in action_fcurves(keys.animation_data):
+        if any(f'key_blocks["{b.name}"]' in fc.data_path for b in ours):
+            fc.keyframe_points.clear()
     for b in ours:
         obj.shape_key_remove(b)
     return len(ours)
-
-
-def _fcurves(anim):
-    action = anim.action
-    slot = getattr(anim, "action_slot", None)
-    layers = getattr(action, "layers", None)
-    if layers and slot is not None:
-        return [fc for layer in layers for strip in layer.strips
-                for fc in (strip.channelbag(slot).fcurves if strip.channelbag(slot) else [])]
-    return list(action.fcurves)
 
 
 def bake(obj, positions, start, matrix_world):

@@ -34,23 +34,22 @@ def find_cloth(scene, name=None):
     return obj
 
 
-def action_frames(anim_data):
-    """Keyframe frames of an animation data block; Blender 4.4+ slotted actions included."""
+def action_fcurves(anim_data):
+    """F-curves animating a data block; Blender 4.4+ slotted actions read through the block's slot."""
     if anim_data is None or anim_data.action is None:
-        return set()
+        return []
     action = anim_data.action
-    curves = []
     layers = getattr(action, "layers", None)
     slot = getattr(anim_data, "action_slot", None)
     if layers and slot is not None:
-        for layer in layers:
-            for strip in layer.strips:
-                bag = strip.channelbag(slot)
-                if bag is not None:
-                    curves.extend(bag.fcurves)
-    else:
-        curves = list(action.fcurves)
-    return {int(round(k.co[0])) for fc in curves for k in fc.keyframe_points}
+        bags = (strip.channelbag(slot) for layer in layers for strip in layer.strips)
+        return [fc for bag in bags if bag is not None for fc in bag.fcurves]
+    return list(action.fcurves)
+
+
+def action_frames(anim_data):
+    """Keyframe frames of an animation data block."""
+    return {int(round(k.co[0])) for fc in action_fcurves(anim_data) for k in fc.keyframe_points}
 
 
 def keyed_frames(obj):

@@ -153,39 +153,40 @@ class DIFFCLOTH_OT_optimize(bpy.types.Operator):
         return self._finish(context)
 
 
-class DIFFCLOTH_OT_clear_bake(bpy.types.Operator):
-    """Remove DiffCloth's baked shape keys from the cloth (the Basis and other keys stay)"""
+class _OnCloth:
+    """Operators acting on one cloth: the named one, or the scene's only cloth."""
 
-    bl_idname = "diffcloth.clear_bake"
-    bl_label = "Clear Bake"
-    bl_options = {"REGISTER", "UNDO"}
-
-    cloth: StringProperty(name="Cloth")
+    cloth: StringProperty(name="Cloth", description="Cloth object name (empty: the scene's only cloth)")
 
     def execute(self, context):
         try:
             obj = convert.find_cloth(context.scene, self.cloth or None)
         except convert.InputError as err:
             return _fail(self, str(err))
+        return self.run(context, obj)
+
+
+class DIFFCLOTH_OT_clear_bake(_OnCloth, bpy.types.Operator):
+    """Remove DiffCloth's baked shape keys from the cloth (the Basis and other keys stay)"""
+
+    bl_idname = "diffcloth.clear_bake"
+    bl_label = "Clear Bake"
+    bl_options = {"REGISTER", "UNDO"}
+
+    def run(self, context, obj):
         removed = bake.clear_bake(obj)
         self.report({"INFO"}, f"Removed {removed} baked shape keys from '{obj.name}'")
         return {"FINISHED"}
 
 
-class DIFFCLOTH_OT_new_target(bpy.types.Operator):
+class DIFFCLOTH_OT_new_target(_OnCloth, bpy.types.Operator):
     """Copy the cloth as it looks at the current frame into a new Target, keyed at this frame, ready to pose"""
 
     bl_idname = "diffcloth.new_target"
     bl_label = "New Target from Cloth"
     bl_options = {"REGISTER", "UNDO"}
 
-    cloth: StringProperty(name="Cloth")
-
-    def execute(self, context):
-        try:
-            cloth = convert.find_cloth(context.scene, self.cloth or None)
-        except convert.InputError as err:
-            return _fail(self, str(err))
+    def run(self, context, cloth):
         frame = context.scene.frame_current
         evaluated = cloth.evaluated_get(context.evaluated_depsgraph_get())
         mesh = bpy.data.meshes.new_from_object(evaluated)
