@@ -56,14 +56,16 @@ def summary(setup, result):
             f"({result.normalized_loss:.2e} of the start) in {len(result.history)} iterations, {result.reason}")
 
 
-class DIFFCLOTH_OT_simulate(bpy.types.Operator):
+class _ClothName:
+    cloth: StringProperty(name="Cloth", description="Cloth object name (empty: the scene's only cloth)")
+
+
+class DIFFCLOTH_OT_simulate(_ClothName, bpy.types.Operator):
     """Simulate the cloth with its current settings (and last optimized values) and bake it to shape keys"""
 
     bl_idname = "diffcloth.simulate"
     bl_label = "Simulate & Bake"
     bl_options = {"REGISTER", "UNDO"}
-
-    cloth: StringProperty(name="Cloth", description="Cloth object name (empty: the scene's only cloth)")
 
     def execute(self, context):
         try:
@@ -76,14 +78,12 @@ class DIFFCLOTH_OT_simulate(bpy.types.Operator):
         return {"FINISHED"}
 
 
-class DIFFCLOTH_OT_optimize(bpy.types.Operator):
+class DIFFCLOTH_OT_optimize(_ClothName, bpy.types.Operator):
     """Find the cloth parameters that pass through the keyframed targets, then bake the result (Esc cancels, keeping the best so far)"""
 
     bl_idname = "diffcloth.optimize"
     bl_label = "Optimize"
     bl_options = {"REGISTER", "UNDO"}
-
-    cloth: StringProperty(name="Cloth", description="Cloth object name (empty: the scene's only cloth)")
 
     def _prepare(self, context):
         self.setup, self.runner = prepare_optimize(context, self.cloth or None)
@@ -153,10 +153,8 @@ class DIFFCLOTH_OT_optimize(bpy.types.Operator):
         return self._finish(context)
 
 
-class _OnCloth:
+class _OnCloth(_ClothName):
     """Operators acting on one cloth: the named one, or the scene's only cloth."""
-
-    cloth: StringProperty(name="Cloth", description="Cloth object name (empty: the scene's only cloth)")
 
     def execute(self, context):
         try:
