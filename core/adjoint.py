@@ -16,6 +16,7 @@ import numpy as np
 
 from .integrator import Model, pcg, scatter_pairs, spring_terms
 from .simulate import simulate
+from .threads import one_blas_thread
 
 ADJOINT_RTOL = 1e-12
 
@@ -50,6 +51,7 @@ class _Solver:
         return system.factor_general(data)(b)  # an indefinite A (a saddle): LU is still exact
 
 
+@one_blas_thread
 def value_and_grad(scene, loss, traj=None):
     """Loss value and its Gradient with respect to the scene's whole design."""
     loss.check(scene.cloth.n, scene.steps)
@@ -59,6 +61,7 @@ def value_and_grad(scene, loss, traj=None):
     return value, backward(scene, traj, gx_frames, gv_frames)
 
 
+@one_blas_thread
 def backward(scene, traj, gx_frames, gv_frames):
     """Gradient from the loss partials at frames (frames+1, n, 3)."""
     model = Model(scene)

@@ -8,6 +8,7 @@ from scipy.optimize import minimize
 from .adjoint import value_and_grad
 from .integrator import SimulationError
 from .params import Design
+from .threads import one_blas_thread
 
 
 class OptimizeResult:
@@ -41,6 +42,7 @@ def objective(design, loss):
     return f
 
 
+@one_blas_thread
 def optimize(scene, loss, params, max_iter=100, callback=None, gtol=1e-10, ftol=1e-14):
     """Minimize loss over `params` (parameterizations or names, see params.PARAM_NAMES).
 

@@ -3,6 +3,7 @@
 import numpy as np
 
 from .integrator import Model, Stepper
+from .threads import one_blas_thread
 
 
 class SolverStats:
@@ -31,6 +32,7 @@ class Trajectory:
         self.factors = factors  # per step: the positive-definite factorization in use at its end
 
 
+@one_blas_thread
 def simulate(scene):
     """Run the scene; raises SimulationError naming the frame if a step diverges."""
     model = Model(scene)

@@ -48,3 +48,35 @@ def test_failures(cli, capsys, tmp_path, argv, code, message):
     assert cli.execute(argv) == code
     assert message in capsys.readouterr().err
     assert not list(tmp_path.iterdir())  # nothing left behind
+
+
+def saved_variant(folder, edit):
+    """The sample scene with `edit(bpy)` applied, saved under folder."""
+    import bpy
+
+    bpy.ops.wm.open_mainfile(filepath=str(SCENE))
+    edit(bpy)
+    path = folder / "variant.blend"
+    bpy.ops.wm.save_as_mainfile(filepath=str(path))
+    return path
+
+
+def no_cloth(bpy):
+    bpy.data.objects["Cloth"].diffcloth.role = "NONE"
+
+
+def two_cloths(bpy):
+    copy = bpy.data.objects["Cloth"].copy()
+    copy.name = "Cloth.second"
+    bpy.context.collection.objects.link(copy)
+
+
+@pytest.mark.parametrize("edit,message", [(no_cloth, "no cloth: mark a mesh"),
+                                          (two_cloths, "several cloths (Cloth, Cloth.second): choose one")])
+def test_scene_without_a_single_cloth(cli, capsys, tmp_path_factory, tmp_path, edit, message):
+    scene = saved_variant(tmp_path_factory.mktemp("scene"), edit)
+    report = tmp_path / "report.json"
+    assert cli.execute(["optimize", str(scene), "--report", str(report)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0]
+    assert not list(tmp_path.iterdir())

@@ -1,0 +1,122 @@
+"""Build the installable extension zip(s), one per platform, with scipy's wheels bundled.
+
+    python scripts/build_extension.py [--platform linux-x64 ... | --this-platform] [--output-dir dist]
+
+Downloads scipy and threadpoolctl (cp311, the Python of Blender 4.2-4.5) for each platform into build/wheels/,
+stages a copy of the repository with a manifest that lists those wheels and platforms, then runs
+Blender's own extension builder (`blender_ext.py build --split-platforms`, shipped inside the bpy
+wheel) and `validate` on every zip. numpy is Blender's own and is not bundled. Prints the zip paths.
+"""
+
+import argparse
+import importlib.util
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+# scipy is not in Blender; threadpoolctl keeps the solver on one BLAS thread (core/threads.py)
+BUNDLED = ["scipy==1.15.3", "threadpoolctl==3.8.0"]
+PYTHON = "3.11"
+# Blender platform -> the oldest pip platform tag scipy publishes a wheel for (widest OS support)
+PLATFORMS = {
+    "linux-x64": "manylinux_2_17_x86_64",
+    "windows-x64": "win_amd64",
+    "macos-arm64": "macosx_12_0_arm64",
+    "macos-x64": "macosx_10_13_x86_64",
+}
+# what the builder's own exclude patterns don't already keep out of the staged copy
+STAGE_IGNORE = shutil.ignore_patterns(".git", ".venv", "build", "dist", "out", "__pycache__", "*.pyc")
+
+
+def blender_ext():
+    spec = importlib.util.find_spec("bpy")  # located, not imported: the builder runs without Blender
+    root = Path(spec.origin).parent if spec else Path()
+    found = sorted(root.glob("*/scripts/addons_core/bl_pkg/cli/blender_ext.py"))
+    if not found:
+        sys.exit("build_extension: blender_ext.py not found inside the bpy module")
+    return found[-1]
+
+
+def this_platform():
+    """The running system in Blender's platform names (what its extension builder calls it)."""
+    system = {"darwin": "macos"}.get(platform.system().lower(), platform.system().lower())
+    machine = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64"}.get(platform.machine().lower(),
+                                                                         platform.machine().lower())
+    name = f"{system}-{machine}"
+    if name not in PLATFORMS:
+        sys.exit(f"build_extension: no scipy wheel is bundled for this platform ({name})")
+    return name
+
+
+def download_wheels(target, wheel_dir):
+    """pip download the bundled requirements for one platform; reuses wheels already there."""
+    wheel_dir.mkdir(parents=True, exist_ok=True)
+    subprocess.run([sys.executable, "-m", "pip", "download", *BUNDLED, "--quiet", "--no-deps", "--only-binary=:all:",
+                    "--python-version", PYTHON, "--implementation", "cp", "--platform", PLATFORMS[target],
+                    "--dest", str(wheel_dir)], check=True)
+    wheels = [sorted(wheel_dir.glob(req.split("==")[0] + "-" + req.split("==")[1] + "-*.whl")) for req in BUNDLED]
+    if any(len(found) != 1 for found in wheels):
+        sys.exit(f"build_extension: expected one wheel per requirement for {target} in {wheel_dir}")
+    return [found[0] for found in wheels]
+
+
+def manifest_with_wheels(text, platforms, wheel_names):
+    """Insert `platforms` and `wheels` as top-level keys, before the first [table]."""
+    keys = "platforms = [{}]\nwheels = [\n{}]\n\n".format(
+        ", ".join(f'"{p}"' for p in platforms), "".join(f'  "./wheels/{w}",\n' for w in wheel_names))
+    head, *tail = re.split(r"(?m)^(?=\[)", text, maxsplit=1)
+    return head + keys + "".join(tail)
+
+
+def build(platforms, output_dir):
+    tool = blender_ext()
+    with tempfile.TemporaryDirectory(prefix="diffcloth-stage-") as tmp:
+        stage = Path(tmp) / "diffcloth"
+        shutil.copytree(ROOT, stage, ignore=STAGE_IGNORE)
+        (stage / "wheels").mkdir()
+        names = []  # a pure-Python wheel comes once for all platforms
+        for target in platforms:
+            for wheel in download_wheels(target, ROOT / "build" / "wheels" / target):
+                if wheel.name not in names:
+                    shutil.copy2(wheel, stage / "wheels" / wheel.name)
+                    names.append(wheel.name)
+        manifest = stage / "blender_manifest.toml"
+        manifest.write_text(manifest_with_wheels(manifest.read_text(), platforms, names))
+        version = tomllib.loads(manifest.read_text())["version"]  # fails here, not in the builder, if malformed
+
+        output_dir.mkdir(parents=True, exist_ok=True)
+        zips = [output_dir / f"diffcloth-{version}-{target.replace('-', '_')}.zip" for target in platforms]
+        for zip_path in zips:
+            zip_path.unlink(missing_ok=True)
+        subprocess.run([sys.executable, str(tool), "build", "--source-dir", str(stage), "--output-dir",
+                        str(output_dir), "--split-platforms"], check=True, stdout=subprocess.DEVNULL)
+    for zip_path in zips:
+        if not zip_path.is_file():
+            sys.exit(f"build_extension: the builder did not write {zip_path}")
+        subprocess.run([sys.executable, str(tool), "validate", str(zip_path)], check=True, stdout=subprocess.DEVNULL)
+    return zips
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--platform", action="append", choices=sorted(PLATFORMS),
+                        help="build only for this platform (repeatable; default: all)")
+    parser.add_argument("--this-platform", action="store_true", help="build only for the running system")
+    parser.add_argument("--output-dir", type=Path, default=ROOT / "dist")
+    args = parser.parse_args(argv)
+    platforms = [this_platform()] if args.this_platform else args.platform or list(PLATFORMS)
+    for zip_path in build(platforms, args.output_dir.resolve()):
+        print(zip_path)
+    return 0
+
+
+if __name__ == "__main__":
+    os.chdir(ROOT)
+    sys.exit(main())

@@ -1,0 +1,71 @@
+"""The installable extension: the zip builds, validates, installs into an isolated Blender user
+directory through Blender's own operator, and optimizes a sample scene from the installed copy
+with scipy imported from the bundled wheel."""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tomllib
+import zipfile
+
+import pytest
+
+from conftest import REPO
+
+sys.path.insert(0, str(REPO / "scripts"))
+import build_extension  # noqa: E402
+
+
+def test_manifest_gets_wheels_and_platforms_as_top_level_keys():
+    text = (REPO / "blender_manifest.toml").read_text()
+    edited = tomllib.loads(build_extension.manifest_with_wheels(text, ["linux-x64", "windows-x64"],
+                                                                ["a-1-py3-none-any.whl"]))
+    assert edited["platforms"] == ["linux-x64", "windows-x64"]
+    assert edited["wheels"] == ["./wheels/a-1-py3-none-any.whl"]
+    assert edited["permissions"] == tomllib.loads(text)["permissions"]
+
+
+@pytest.fixture(scope="module")
+def built_zip(tmp_path_factory):
+    out = tmp_path_factory.mktemp("dist")
+    run = subprocess.run([sys.executable, str(REPO / "scripts" / "build_extension.py"), "--this-platform",
+                          "--output-dir", str(out)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    (zip_path,) = run.stdout.split()
+    return pathlib.Path(zip_path)
+
+
+def test_zip_holds_the_extension_and_its_wheels_only(built_zip):
+    names = zipfile.ZipFile(built_zip).namelist()
+    assert "blender_manifest.toml" in names and "core/integrator.py" in names and "diffcloth_addon/cli.py" in names
+    wheels = sorted(n for n in names if n.endswith(".whl"))
+    assert [w.split("-")[0] for w in wheels] == ["wheels/scipy", "wheels/threadpoolctl"]
+    assert not [n for n in names if n.startswith(("tests/", "benchmarks/", "scripts/", "sample_scenes/", "."))]
+    manifest = tomllib.loads(zipfile.ZipFile(built_zip).read("blender_manifest.toml").decode())
+    assert manifest["platforms"] == [build_extension.this_platform()]
+    assert sorted(manifest["wheels"]) == ["./" + w for w in wheels]
+
+
+def test_installed_copy_optimizes_with_bundled_scipy(built_zip, tmp_path):
+    user = tmp_path / "blender_user"
+    user.mkdir()
+    report, output = tmp_path / "report.json", tmp_path / "optimized.blend"
+    run = subprocess.run([sys.executable, str(REPO / "scripts" / "run_installed.py"), str(built_zip), "optimize",
+                          str(REPO / "sample_scenes" / "hanging_cloth.blend"), "--max-iter", "4",
+                          "--report", str(report), "--output", str(output)],
+                         env={**os.environ, "BLENDER_USER_RESOURCES": str(user)}, capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout + run.stderr
+    installed = user / "extensions"
+    assert f"diffcloth from {installed / 'user_default' / 'diffcloth'}" in run.stdout
+    assert f"scipy from {installed / '.local' / 'lib'}" in run.stdout  # the bundled wheel, not the venv's
+    data = json.loads(report.read_text())
+    assert data["initial_loss"] / data["final_loss"] > 1e2 and output.stat().st_size > 0
+
+
+def test_refuses_to_touch_the_real_user_directory(built_zip):
+    env = {k: v for k, v in os.environ.items() if k != "BLENDER_USER_RESOURCES"}
+    run = subprocess.run([sys.executable, str(REPO / "scripts" / "run_installed.py"), str(built_zip), "optimize"],
+                         env=env, capture_output=True, text=True)
+    assert run.returncode != 0 and "set BLENDER_USER_RESOURCES" in run.stderr
