@@ -32,7 +32,12 @@ def thesis_scene(k_tension=20.0, k_bending=0.1, sphere=False, steps=100, pinned=
 def run(name, scene, loss, params, max_iter, **figures):
     t0 = time.perf_counter()
     seen = []
-    result = dc.optimize(scene, loss, params, max_iter=max_iter, callback=lambda info: seen.append(info["params"]))
+    def progress(info):
+        seen.append(info["params"])
+        print(f"{name}: iteration {info['iteration']} normalized loss {info['normalized_loss']:.3e} "
+              f"{info['elapsed']:.0f} s", file=sys.stderr, flush=True)
+
+    result = dc.optimize(scene, loss, params, max_iter=max_iter, callback=progress)
     result.seen_params = seen
     out = dict(experiment=name, iterations=len(result.history), evaluations=result.evaluations,
                initial_loss=result.initial_loss, final_loss=result.loss,
