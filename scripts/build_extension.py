@@ -21,8 +21,10 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-# scipy is not in Blender; threadpoolctl keeps the solver on one BLAS thread (core/threads.py)
-BUNDLED = ["scipy==1.15.3", "threadpoolctl==3.8.0"]
+# scipy is not in Blender; threadpoolctl keeps the solver on one BLAS thread (core/threads.py).
+# Pinned once, in requirements-dev.txt: the tests run against the versions that ship.
+BUNDLED = [line.strip() for line in (ROOT / "requirements-dev.txt").read_text().splitlines()
+           if line.startswith(("scipy==", "threadpoolctl=="))]
 PYTHON = "3.11"
 # Blender platform -> the oldest pip platform tag scipy publishes a wheel for (widest OS support)
 PLATFORMS = {
@@ -32,7 +34,7 @@ PLATFORMS = {
     "macos-x64": "macosx_10_13_x86_64",
 }
 # what the builder's own exclude patterns don't already keep out of the staged copy
-STAGE_IGNORE = shutil.ignore_patterns(".git", ".venv", "build", "dist", "out", "__pycache__", "*.pyc")
+STAGE_IGNORE = shutil.ignore_patterns(".git", ".venv", "build", "dist", "out", "wheels", "__pycache__", "*.pyc")
 
 
 def blender_ext():
