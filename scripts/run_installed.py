@@ -3,9 +3,9 @@
     BLENDER_USER_RESOURCES=<dir> python scripts/run_installed.py <zip> optimize <scene.blend> [options]
 
 Installs through Blender's own operator (`extensions.package_install_files`, which also installs the
-bundled scipy wheel), enables the add-on, then runs `diffcloth <args>` from the installed copy, the
-way `blender -b -c diffcloth ...` would. scipy is imported from the extension's bundled wheel only:
-the copy in this Python's site-packages is hidden. Exit code: the command's, or 3 if installing failed.
+bundled wheels), enables the add-on, then runs `diffcloth <args>` from the installed copy, the
+way `blender -b -c diffcloth ...` would. scipy and threadpoolctl are imported from the extension's
+bundled wheels only: the copies in this Python's site-packages are hidden. Exit code: the command's, or 3 if installing failed.
 """
 
 import importlib
@@ -20,23 +20,26 @@ if not os.environ.get("BLENDER_USER_RESOURCES"):
 HIDDEN = {os.path.realpath(sysconfig.get_paths()["purelib"]), os.path.realpath(sysconfig.get_paths()["platlib"])}
 
 
-class BundledScipyOnly:
-    """Find `scipy` anywhere on sys.path except this Python's own site-packages."""
+BUNDLED = ("scipy", "threadpoolctl")
+
+
+class BundledOnly:
+    """Find the bundled packages anywhere on sys.path except this Python's own site-packages."""
 
     @staticmethod
     def find_spec(name, path=None, target=None):
-        if name != "scipy":
+        if name not in BUNDLED:
             return None
         visible = [p for p in sys.path if os.path.realpath(p or ".") not in HIDDEN]
         spec = importlib.machinery.PathFinder.find_spec(name, visible)
         if spec is None:
-            raise ModuleNotFoundError("scipy is not installed from the extension's bundled wheel", name=name)
+            raise ModuleNotFoundError(f"{name} is not installed from the extension's bundled wheel", name=name)
         return spec
 
 
-sys.meta_path.insert(0, BundledScipyOnly)
+sys.meta_path.insert(0, BundledOnly)
 
-import bpy  # noqa: E402  (after the finder: nothing may import scipy from site-packages first)
+import bpy  # noqa: E402  (after the finder: nothing may import them from site-packages first)
 
 
 def install(zip_path):
@@ -57,10 +60,8 @@ def main(argv):
     except (RuntimeError, ImportError) as err:
         print(f"run_installed: {err}", file=sys.stderr)
         return 3
-    import scipy
-
-    print(f"run_installed: diffcloth from {os.path.dirname(os.path.dirname(cli.__file__))}, scipy from "
-          f"{os.path.dirname(scipy.__file__)}", flush=True)
+    origins = ", ".join(f"{name} from {os.path.dirname(importlib.import_module(name).__file__)}" for name in BUNDLED)
+    print(f"run_installed: diffcloth from {os.path.dirname(os.path.dirname(cli.__file__))}, {origins}", flush=True)
     return cli.execute(argv[1:])
 
 
