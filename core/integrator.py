@@ -16,6 +16,13 @@ from .colliders import Contact
 from .linalg import BlockSystem
 
 CG_MAX_ITER = 6
+# Newton iterations of one step after which an indefinite Hessian is shifted (Levenberg: + mu·M,
+# the smallest mu of a ×4 ladder that factors) instead of projected per spring. Projection is
+# cheap and enough for nearly every step, but where buckled cloth makes it differ much from the
+# exact Hessian its steps crawl (a 64×64 hanging cloth stalls near 1e-3 m at frame 3); the shifted
+# exact Hessian converges there. Late, so steps that converge without it keep their solution.
+SHIFT_AFTER = 100
+SHIFT_MIN, SHIFT_MAX = 1e-6, 1e4
 
 
 class SimulationError(RuntimeError):
@@ -106,10 +113,10 @@ class Model:
             np.add.at(grad, contact.active, contact.grad)
         return grad[self.free], springs, contact
 
-    def matrix(self, kblocks, contact, projected=False):
-        """Storage data of h²∇²E: mass (with damping) + h²(springs + contact)."""
+    def matrix(self, kblocks, contact, projected=False, shift=0.0):
+        """Storage data of h²∇²E + shift·M: mass (with damping) + h²(springs + contact)."""
         h2 = self.h ** 2
-        diag = self.mass_diag.copy()
+        diag = (1.0 + shift) * self.mass_diag
         if len(contact.active):
             np.add.at(diag, self.fidx[contact.active], h2 * (contact.hess_psd if projected else contact.hess))
         return self.assemble @ np.concatenate([(h2 * kblocks).ravel(), diag.ravel()])
@@ -158,15 +165,17 @@ class Stepper:
         self.model = model
         self.factor = None
         self.factorizations = 0
+        self.shift = SHIFT_MIN
 
     def _refactor(self, data):
         self.factor = self.model.system.factor(data)
         self.factorizations += 1
         return self.factor.positive_definite
 
-    def _direction(self, b, springs, contact, eta):
-        """Newton direction (exact Hessian if PD, else projected), whether it used a fresh
-        factorization, and a direction of negative curvature of the exact Hessian if one showed."""
+    def _direction(self, b, springs, contact, eta, it):
+        """Newton direction (exact Hessian if PD, else projected or, from iteration SHIFT_AFTER on,
+        shifted), whether it used a fresh factorization, and a direction of negative curvature of
+        the exact Hessian if one showed."""
         md = self.model
         exact = md.matrix(springs[4], contact)
         neg = None
@@ -179,10 +188,20 @@ class Stepper:
                 if d is not None:
                     return d, False, neg
         if not self._refactor(exact):
-            self._refactor(md.matrix(springs[5], contact, True))
+            if it < SHIFT_AFTER or not self._refactor_shifted(springs, contact):
+                self._refactor(md.matrix(springs[5], contact, True))
             if neg is None:  # let CG on the exact Hessian find where it curves down
                 _, neg = pcg(md.system, exact, b, self.factor, 0.0, maxiter=5)
         return self.factor.solve(b), True, neg
+
+    def _refactor_shifted(self, springs, contact):
+        mu = self.shift
+        while mu <= SHIFT_MAX:
+            if self._refactor(self.model.matrix(springs[4], contact, shift=mu)):
+                self.shift = max(mu / 4, SHIFT_MIN)  # start lower next time
+                return True
+            mu *= 4
+        return False
 
     def step(self, x, v, s):
         """Positions after integrator step s → s+1 and (iterations, residual, converged)."""
@@ -203,7 +222,7 @@ class Stepper:
                 break
             b = -(h * h) * g.ravel()
             eta = max(1e-3, 0.1 * md.tol / res)
-            d, fresh, neg = self._direction(b, springs, contact, eta)
+            d, fresh, neg = self._direction(b, springs, contact, eta, it)
             if neg is not None and res > 0.25 * prev and res < 1e-2 * md.scale:
                 # projected Newton crawls toward a saddle (symmetric scenes): go down the negative curvature
                 escaped = self._curvature_step(y, neg.reshape(-1, 3), g, d.reshape(-1, 3), x, xhat, u, s)
