@@ -18,11 +18,12 @@ BANDED_WORK_LIMIT = 6e7
 
 
 class Factor:
-    """A factorization: solve(b) and whether the factored matrix was positive definite."""
+    """A factorization: solve(b), whether the factored matrix was positive definite, its bytes."""
 
-    def __init__(self, solve, positive_definite):
+    def __init__(self, solve, positive_definite, nbytes=0):
         self.solve = solve
         self.positive_definite = positive_definite
+        self.nbytes = nbytes
 
 
 class BlockSystem:
@@ -128,7 +129,7 @@ class BlockSystem:
                     x, _ = lapack.dpbtrs(chol, b[perm], lower=1)
                     out[perm] = x
                     return out
-                return Factor(solve, True)
+                return Factor(solve, True, chol.nbytes)
             return Factor(None, False)
         csc = sp.csc_matrix((data, self.indices, self.indptr), shape=(self.ndof, self.ndof))
         try:
@@ -138,7 +139,7 @@ class BlockSystem:
             return Factor(None, False)
         # without pivoting, PD ⇔ every pivot of the symmetric elimination is positive
         pd = bool((lu.perm_r == lu.perm_c).all() and (lu.U.diagonal() > 0).all())
-        return Factor(lu.solve, pd)
+        return Factor(lu.solve, pd, 12 * (lu.L.nnz + lu.U.nnz))  # float64 value + int32 index
 
     def factor_general(self, data):
         """LU of a possibly indefinite matrix (adjoint fallback)."""

@@ -5,6 +5,11 @@ import numpy as np
 from .integrator import Model, Stepper
 from .threads import one_blas_thread
 
+# bytes of factorizations kept for the adjoint pass; steps beyond it are refactored backward.
+# A 64×64 cloth's SuperLU factor holds 23 MB of entries (plus SuperLU's own overhead): keeping
+# one per step of 100 drove a gradient benchmark past 24 GiB.
+FACTOR_BUDGET = 1 << 30
+
 
 class SolverStats:
     """Per integrator step: Newton iterations, final residual (m), whether it met the tolerance."""
@@ -32,6 +37,16 @@ class Trajectory:
         self.factors = factors  # per step: the positive-definite factorization in use at its end
 
 
+def _keep(factor, kept):
+    """factor, or None once the distinct factors kept so far would exceed FACTOR_BUDGET."""
+    if factor is None or id(factor) in kept:
+        return factor
+    if sum(f.nbytes for f in kept.values()) + factor.nbytes > FACTOR_BUDGET:
+        return None
+    kept[id(factor)] = factor
+    return factor
+
+
 @one_blas_thread
 def simulate(scene):
     """Run the scene; raises SimulationError naming the frame if a step diverges."""
@@ -45,7 +60,7 @@ def simulate(scene):
     vs[0] = scene.v0
     vs[0, model.pinned] = 0.0
     stats = SolverStats(ns)
-    factors = []
+    factors, kept = [], {}
     for s in range(ns):
         y, it, res, ok = stepper.step(xs[s], vs[s], s)
         if not ok and res > 1e3 * model.tol:
@@ -53,6 +68,6 @@ def simulate(scene):
         xs[s + 1] = y
         vs[s + 1] = (y - xs[s]) / h
         stats.iterations[s], stats.residual[s], stats.converged[s] = it, res, ok
-        factors.append(stepper.factor)
+        factors.append(_keep(stepper.factor, kept))
     stats.factorizations = stepper.factorizations
     return Trajectory(scene, xs, vs, stats, factors)
