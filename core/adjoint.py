@@ -14,7 +14,7 @@ triangular solves per step.
 
 import numpy as np
 
-from .integrator import Model, pcg, scatter_pairs, spring_terms
+from .integrator import Model, Point, pcg, scatter_pairs, spring_blocks
 from .simulate import simulate
 from .threads import one_blas_thread
 
@@ -84,10 +84,10 @@ def backward(scene, traj, gx_frames, gv_frames):
     gpin[ns] += gx[pinned] + gv[pinned] / h
     alpha_full = np.zeros_like(gx)
     for s in range(ns - 1, -1, -1):
-        y, x = xs[s + 1], xs[s]
-        _, _, stretch, u, kex, _ = spring_terms(y, model.edges, model.rest, k)
-        contact = model.contact(y, s)
-        data = model.matrix(kex, contact)
+        pt = Point(model, xs[s + 1], s)
+        stretch, u, contact = pt.stretch, pt.dir, pt.contact
+        kex = spring_blocks(u, pt.length, k, k * stretch)
+        data = model.matrix(pt)
         rhs = (h * gx[free] + gv[free]).ravel()
         alpha = solver.solve(data, rhs, traj.factors[s]).reshape(-1, 3)
         alpha_full[free] = alpha

@@ -7,7 +7,7 @@ import pytest
 
 import core as dc
 from core.colliders import Contact
-from core.integrator import Model, spring_terms
+from core.integrator import Model, spring_blocks, spring_geometry
 
 G = np.array([0.0, 0.0, -9.81])
 
@@ -42,21 +42,29 @@ def test_gradient_and_hessian_match_finite_differences(colliders):
     y[cloth.pinned] = x[cloth.pinned]
     xhat = x + 0.05 * rng.normal(size=x.shape)
     u = rng.normal(size=x.shape) * 0.01
-    g, springs, contact = model.gradient(y, x, xhat, u, 0)
+    pt = model.point(y, x, xhat, u, 0)
+    g = model.gradient(pt, x, xhat, u)
     if colliders:
-        assert len(contact.active) >= 3  # the test exercises contact
+        assert len(pt.contact.active) >= 3  # the test exercises contact
     free, eps = model.free, 1e-6
+
+    def energy(y):
+        return model.point(y, x, xhat, u, 0).energy
+
+    def gradient(y):
+        return model.gradient(model.point(y, x, xhat, u, 0), x, xhat, u)
+
     for k in rng.choice(len(free) * 3, 8, replace=False):
         e = np.zeros_like(y)
         e[free[k // 3], k % 3] = eps
-        fd = (model.energy(y + e, x, xhat, u, 0) - model.energy(y - e, x, xhat, u, 0)) / (2 * eps)
+        fd = (energy(y + e) - energy(y - e)) / (2 * eps)
         assert g.ravel()[k] == pytest.approx(fd, rel=1e-6, abs=1e-9)
     # Hessian (stored as h²∇²E) times a direction vs the change of the gradient along it
-    data = model.matrix(springs[4], contact)
+    data = model.matrix(pt)
     d = rng.normal(size=(len(free), 3))
     dy = np.zeros_like(y)
     dy[free] = d
-    fd = (model.gradient(y + eps * dy, x, xhat, u, 0)[0] - model.gradient(y - eps * dy, x, xhat, u, 0)[0]) / (2 * eps)
+    fd = (gradient(y + eps * dy) - gradient(y - eps * dy)) / (2 * eps)
     hv = model.system.matvec(data, d.ravel()) / model.h ** 2
     assert np.allclose(hv, fd.ravel(), rtol=1e-5, atol=1e-6 * np.abs(fd).max())
 
@@ -78,13 +86,27 @@ def test_sphere_hessian_keeps_its_curvature_term():
     assert np.linalg.eigvalsh(c.hess_psd[0]).min() >= -1e-12
 
 
-def test_projected_spring_hessian_is_psd_and_exact_when_stretched():
+def test_spring_blocks_clamped_are_psd_and_exact_when_stretched():
     x = crumpled(seed=3, scale=0.08)
     cloth = square()
-    _, _, stretch, _, exact, proj = spring_terms(x, cloth.edges, cloth.rest_lengths, cloth.stiffness)
+    length, u = spring_geometry(x, cloth.edges)
+    k, stretch = cloth.stiffness, length - cloth.rest_lengths
+    exact = spring_blocks(u, length, k, k * stretch)
+    clamped = spring_blocks(u, length, k, np.maximum(k * stretch, 0.0))
     assert (stretch < 0).any() and (stretch > 0).any()
-    assert np.linalg.eigvalsh(proj).min() >= -1e-9
-    assert np.allclose(exact[stretch > 0], proj[stretch > 0])
+    assert np.linalg.eigvalsh(exact[stretch < 0]).min() < 0
+    assert np.linalg.eigvalsh(clamped).min() >= -1e-9
+    assert np.allclose(exact[stretch > 0], clamped[stretch > 0])
+    # the exact blocks are the Hessian of ½k(L − L₀)²: compare with differences of its gradient
+    i, eps = int(np.argmin(stretch)), 1e-6
+    a, b = cloth.edges[i]
+
+    def grad(p):
+        d = p - x[b]
+        return k[i] * (np.linalg.norm(d) - cloth.rest_lengths[i]) * d / np.linalg.norm(d)
+
+    fd = np.stack([(grad(x[a] + eps * e) - grad(x[a] - eps * e)) / (2 * eps) for e in np.eye(3)], axis=1)
+    assert np.allclose(exact[i], fd, atol=1e-6 * k[i])
 
 
 # --- a step solves the implicit Euler equations -------------------------------------------------
@@ -123,16 +145,17 @@ def test_converged_steps_satisfy_implicit_euler():
 
 
 def test_shifted_newton_steps_solve_implicit_euler(monkeypatch):
-    # the Levenberg-shifted Hessian (used when projected Newton crawls) from the first iteration on:
-    # a hanging 12×12 cloth buckles between its pins, so the shift is taken, and every step
+    # the Levenberg-shifted Hessian (used when blended Newton crawls) from the first iteration on:
+    # a hanging 16×16 cloth buckles between its pins, so the shift is taken, and every step
     # must still converge to a solution of the implicit Euler equations
     integrator = sys.modules["core.integrator"]
-    monkeypatch.setattr(integrator, "SHIFT_AFTER", 0)
+    monkeypatch.setattr(integrator, "STALL", 0)
     shifted = []
     real = integrator.Stepper._refactor_shifted
-    monkeypatch.setattr(integrator.Stepper, "_refactor_shifted", lambda self, *a: shifted.append(1) or real(self, *a))
-    verts, tris = dc.grid(12, 12)
-    cloth = dc.Cloth(verts, tris, mass=0.5, k_tension=20.0, k_bending=0.1, pinned=[132, 143])
+    monkeypatch.setattr(integrator.Stepper, "_refactor_shifted",
+                        lambda self, *a, **kw: shifted.append(1) or real(self, *a, **kw))
+    verts, tris = dc.grid(16, 16)
+    cloth = dc.Cloth(verts, tris, mass=0.5, k_tension=20.0, k_bending=0.1, pinned=[240, 255])
     scene = dc.Scene(cloth, steps=10, dt=0.1)
     traj = dc.simulate(scene)
     assert shifted and traj.stats.converged.all()
