@@ -14,7 +14,7 @@ from scipy.linalg import blas, lapack
 from scipy.sparse.csgraph import reverse_cuthill_mckee
 
 # banded Cholesky is chosen while dofs·bandwidth² stays below this (≈ a few ms per factorization)
-BANDED_WORK_LIMIT = 6e7
+BANDED_WORK_LIMIT = 3e9
 
 
 class Factor:
