@@ -59,7 +59,9 @@ def test_parameterization_gradients_match_finite_differences(params):
     scene = small_scene(steps=8)
     target = dc.simulate(scene).x
     loss = dc.KeyframeLoss({8: target[8] + 0.02, 4: target[4] - 0.01}, weights={4: 0.5})
-    checks = dc.check_gradient(scene, loss, params, eps=1e-6, components=[0, 1], directions=2)
+    # ε = 1e-4: central differences of this smooth (contact-free) loss are then limited by
+    # truncation (~1e-7), not by rounding of the loss (~1e-16·L/ε), even for tiny components
+    checks = dc.check_gradient(scene, loss, params, eps=1e-4, components=[0, 1], directions=2)
     for c in checks:
         assert c["rel_error"] < 1e-5, c
 
