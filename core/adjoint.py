@@ -87,7 +87,7 @@ def backward(scene, traj, gx_frames, gv_frames):
         pt = Point(model, xs[s + 1], s)
         stretch, u, contact = pt.stretch, pt.dir, pt.contact
         kex = spring_blocks(u, pt.length, k, k * stretch)
-        data = model.matrix(pt)
+        data = model.assemble(kex, contact)
         rhs = (h * gx[free] + gv[free]).ravel()
         alpha = solver.solve(data, rhs, traj.factors[s]).reshape(-1, 3)
         alpha_full[free] = alpha

@@ -156,9 +156,12 @@ class Model:
         t = self.k * pt.stretch if tension is None else tension
         if beta != 1.0:
             t = np.where(t < 0, beta * t, t)
-        data = self.assemble_springs @ spring_blocks(pt.dir, pt.length, self.k, t).ravel()
+        return self.assemble(spring_blocks(pt.dir, pt.length, self.k, t), pt.contact, beta, shift)
+
+    def assemble(self, blocks, c, beta=1.0, shift=0.0):
+        """Storage data from the springs' 3×3 blocks and the contact set c (see matrix)."""
+        data = self.assemble_springs @ blocks.ravel()
         data += (1.0 + shift) * self.mass_data
-        c = pt.contact
         if len(c.active):
             hess = c.hess if beta == 1.0 else c.hess_psd + beta * (c.hess - c.hess_psd)
             diag = np.zeros_like(self.mass_diag)
@@ -212,7 +215,6 @@ class Stepper:
         self.shift = SHIFT_MIN
         self.tension = None
         self.blend = 0
-        self.blended = False
 
     def _refactor(self, data):
         self.factor = self.model.system.factor(data)
@@ -220,18 +222,18 @@ class Stepper:
         return self.factor.positive_definite
 
     def _direction(self, pt, tension, b, eta, shift, s):
-        """Newton direction, whether it used a fresh factorization, and a direction of negative
-        curvature of the Newton matrix if one showed."""
+        """Newton direction, whether it used a fresh factorization, whether that factored a
+        blended or shifted matrix, and a direction of negative curvature of the Newton matrix if
+        one showed."""
         md = self.model
         full = md.matrix(pt, tension)
         neg = None
         if self.factor is not None:
             d, neg = pcg(md.system, full, b, self.factor, eta)
             if d is not None:
-                return d, False, None
+                return d, False, False, None
         if neg is None and self._refactor(full):
-            return self.factor.solve(b), True, None
-        self.blended = True
+            return self.factor.solve(b), True, False, None
         # indefinite: blend, starting from the β that last factored in this step
         if not (shift and self._refactor_shifted(pt, tension)):
             for i in range(self.blend, len(BLEND)):
@@ -243,7 +245,7 @@ class Stepper:
                     raise self._error(s, "found no positive-definite Newton matrix")
         if neg is None:  # let CG on the full matrix find where it curves down
             _, neg = pcg(md.system, full, b, self.factor, 0.0, maxiter=5)
-        return self.factor.solve(b), True, neg
+        return self.factor.solve(b), True, True, neg
 
     def _refactor_shifted(self, pt, tension, beta=1.0):
         mu = self.shift
@@ -265,7 +267,7 @@ class Stepper:
         pt = md.point(y, x, xhat, u, s)
         if len(pt.contact.active):
             pt = self._start_outside(pt, x, xhat, u, s)
-        tension = k * pt.stretch if self.tension is None else self.tension.copy()
+        tension = k * pt.stretch if self.tension is None else self.tension
         to_pos = h * h / md.mf[:, None]
         self.blend = 0
         res = prev = best = np.inf
@@ -279,13 +281,12 @@ class Stepper:
                 break
             b = -(h * h) * g.ravel()
             eta = max(1e-3, 0.1 * md.tol / res)
-            self.blended = False
             if res < 0.5 * best:
                 best, stalled = res, 0
             else:
                 stalled += 1
             shift = stalled >= STALL
-            d, fresh, neg = self._direction(pt, tension, b, eta, shift, s)
+            d, fresh, blended, neg = self._direction(pt, tension, b, eta, shift, s)
             d = d.reshape(-1, 3)
             if neg is not None and not shift and res > 0.25 * prev and res < 1e-2 * md.scale:
                 # Newton crawls toward a saddle (symmetric scenes): go down the negative curvature
@@ -295,7 +296,7 @@ class Stepper:
                     tension = k * pt.stretch
                     continue
             old = pt
-            pt, alpha = self._line_search(pt, d, g, x, xhat, u, s, fresh)
+            pt, alpha = self._line_search(pt, d, g, x, xhat, u, s, fresh, blended)
             if alpha > 0:
                 # the mixed form's force update: the tension the linearization predicts
                 full = np.zeros_like(y)
@@ -332,8 +333,9 @@ class Stepper:
                 return new
         return None
 
-    def _line_search(self, pt, d, g, x, xhat, u, s, fresh):
-        """The accepted point and its step length (0: keep pt, retry with a fresh factorization)."""
+    def _line_search(self, pt, d, g, x, xhat, u, s, fresh, expand):
+        """The accepted point and its step length (0: keep pt, retry with a fresh factorization);
+        expand: try longer steps when the full one is accepted."""
         md = self.model
         trial = pt.y.copy()
         trial[md.free] += d
@@ -348,7 +350,7 @@ class Stepper:
             if new.energy <= e0 + 1e-4 * alpha * slope:
                 if alpha < 1.0 and not fresh:  # the lagged factorization no longer models E well
                     self.factor = None
-                if alpha == 1.0 and self.blended:
+                if alpha == 1.0 and expand:
                     return self._expand(pt, d, new, x, xhat, u, s)
                 return new, alpha
             alpha *= 0.5
