@@ -63,30 +63,43 @@ class GlobalStiffness(Param):
 
 
 class SpringStiffness(Param):
-    """One stiffness per spring of a kind ("tension" or "bending"), θ = log k."""
+    """One stiffness per spring of a kind ("tension" or "bending"): θ = log k, or θ = k with
+    log=False. The linear scale moves every spring by comparable absolute amounts, so the weak
+    bending springs can grow as fast as the tension springs and take over their role (the thesis's
+    per-spring experiment relies on this); its lower bound stays positive (K_MIN at least)."""
 
     name = "spring_stiffness"
+    K_MIN = 1e-6
 
-    def __init__(self, kind="tension", bounds=None):
+    def __init__(self, kind="tension", log=True, bounds=None):
         super().__init__(bounds)
         if kind not in ("tension", "bending"):
             raise ValueError(f"SpringStiffness kind must be 'tension' or 'bending', got {kind!r}")
         self.field = "k_" + kind
+        self.log = bool(log)
 
     def initial(self, scene):
-        return np.log(getattr(scene.cloth, self.field))
+        k = getattr(scene.cloth, self.field)
+        return np.log(k) if self.log else k.astype(np.float64)
+
+    def bounds(self, scene):
+        bounds = super().bounds(scene)
+        if self.log:
+            return bounds
+        return [(self.K_MIN if lo is None else max(lo, self.K_MIN), hi) for lo, hi in bounds]
 
     def to_theta(self, value):
-        return float(np.log(value))
+        return float(np.log(value)) if self.log else float(value)
 
     def apply(self, theta, design, scene):
-        design[self.field] = np.exp(theta)
+        design[self.field] = np.exp(theta) if self.log else theta.copy()
 
     def pullback(self, theta, grad, design, scene):
-        return getattr(grad, self.field) * np.exp(theta)
+        g = getattr(grad, self.field)
+        return g * np.exp(theta) if self.log else g.copy()
 
     def describe(self, theta):
-        return {self.field: np.exp(theta)}
+        return {self.field: np.exp(theta) if self.log else theta.copy()}
 
 
 class InitialVelocity(Param):

@@ -51,6 +51,7 @@ def test_callback_stop_keeps_best(stiffness_problem):
 @pytest.mark.parametrize("params", [
     [dc.GlobalStiffness(True, True)],
     [dc.SpringStiffness("tension"), dc.SpringStiffness("bending")],
+    [dc.SpringStiffness("tension", log=False), dc.SpringStiffness("bending", log=False)],
     [dc.InitialVelocity(), dc.InitialRotation((-0.2, 0.2, 0.0), (0.2, 0.2, 0.0), start=0.3)],
     [dc.InitialVelocity(per_vertex=True)],
     [dc.ControlForces(magnitude=1e-3, smoothness=1e-2), dc.Wind(magnitude=1e-3, smoothness=1e-2)],
@@ -64,6 +65,15 @@ def test_parameterization_gradients_match_finite_differences(params):
     checks = dc.check_gradient(scene, loss, params, eps=1e-4, components=[0, 1], directions=2)
     for c in checks:
         assert c["rel_error"] < 1e-5, c
+
+
+def test_linear_spring_stiffness_stays_positive():
+    scene = small_scene()
+    param = dc.SpringStiffness("bending", log=False, bounds=(0.0, 5.0))
+    bounds = param.bounds(scene)
+    assert len(bounds) == scene.cloth.n_bending
+    assert all(lo == dc.SpringStiffness.K_MIN and hi == 5.0 for lo, hi in bounds)
+    assert np.array_equal(param.initial(scene), scene.cloth.k_bending)
 
 
 def test_regularizer_value_and_gradient():
