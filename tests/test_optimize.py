@@ -76,6 +76,19 @@ def test_linear_spring_stiffness_stays_positive():
     assert np.array_equal(param.initial(scene), scene.cloth.k_bending)
 
 
+def test_per_vertex_velocity_is_mean_plus_deviation():
+    rng = np.random.default_rng(3)
+    scene = small_scene(v0=rng.normal(size=(25, 3)))
+    param = dc.InitialVelocity(per_vertex=True, bounds=(-5.0, 5.0))
+    theta0 = param.initial(scene)
+    assert np.allclose(theta0[:3], scene.v0.mean(axis=0))
+    assert np.allclose(param.describe(theta0)["v0"], scene.v0)
+    bounds = param.bounds(scene)
+    assert bounds[:3] == [(-5.0, 5.0)] * 3 and bounds[3:] == [(None, None)] * 75
+    with pytest.raises(ValueError, match="outside the bounds"):
+        dc.InitialVelocity(per_vertex=True, bounds=(1.0, 5.0)).bounds(scene)
+
+
 def test_regularizer_value_and_gradient():
     scene = small_scene(steps=6)
     param = dc.ControlForces(magnitude=0.3, smoothness=0.7)
@@ -131,6 +144,10 @@ def test_bad_optimizer_input():
         dc.optimize(scene, loss, ["stifness"])
     with pytest.raises(ValueError, match="outside the bounds"):
         dc.optimize(scene, loss, [dc.GlobalStiffness(bounds=(20.0, 50.0))])
+    with pytest.raises(ValueError, match="k_tension is set by more than one parameter"):
+        dc.optimize(scene, loss, ["k_tension", "spring_stiffness"])
+    with pytest.raises(ValueError, match="v0 is set by more than one parameter"):
+        dc.optimize(scene, loss, ["v0", "v0_per_vertex"])
     with pytest.raises(ValueError, match="nothing to optimize"):
         dc.optimize(scene, loss, [])
     with pytest.raises(ValueError, match="outside the simulated frames"):
