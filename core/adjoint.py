@@ -14,7 +14,7 @@ triangular solves per step.
 
 import numpy as np
 
-from .integrator import Model, Point, pcg, scatter_pairs, spring_blocks
+from .integrator import Model, Point, pcg, spring_blocks
 from .simulate import simulate
 from .threads import one_blas_thread
 
@@ -92,9 +92,9 @@ def backward(scene, traj, gx_frames, gv_frames):
         alpha = solver.solve(data, rhs, traj.factors[s]).reshape(-1, 3)
         alpha_full[free] = alpha
         # ∇²Φ·α from the blocks (α is zero on pins, whose rows give the pins' gradient)
-        da = alpha_full[model.edges[:, 0]] - alpha_full[model.edges[:, 1]]
+        da = model.across @ alpha_full
         kda = np.einsum("sij,sj->si", kex, da)
-        hess_alpha = scatter_pairs(model.edges, kda, scene.cloth.n)
+        hess_alpha = model.incidence @ kda
         if len(contact.active):
             np.add.at(hess_alpha, contact.active, np.einsum("aij,aj->ai", contact.hess, alpha_full[contact.active]))
             gkc -= h * float(np.sum(alpha_full[contact.active] * contact.grad)) / scene.contact_stiffness
