@@ -47,7 +47,9 @@ class _Solver:
         fresh = system.factor(data)
         if fresh.positive_definite:
             self.fallback = fresh
-            return fresh.solve(b)
+            x, _ = pcg(system, data, b, fresh, ADJOINT_RTOL, maxiter=60)
+            if x is not None:
+                return x
         return system.factor_general(data)(b)  # an indefinite A (a saddle): LU is still exact
 
 

@@ -108,12 +108,7 @@ class Model:
         fi, fj = self.fidx[self.edges[:, 0]], self.fidx[self.edges[:, 1]]
         ends = np.stack([fi, fj], 1)
         self.system = BlockSystem(len(self.free), ends[(fi >= 0) & (fj >= 0)])
-        assemble = self.system.assembler(ends).tocsr()
-        # storage data = h²·(spring blocks) + (diagonal blocks): the mass part is constant. Most
-        # of banded storage stays zero (64×64: 4.7M slots, 0.24M filled), so the products run
-        # over the filled slots only and are scattered once.
-        self.filled = np.flatnonzero(np.diff(assemble.indptr))
-        assemble = assemble[self.filled].tocsc()
+        assemble = self.system.assembler(ends).tocsc()
         cut = 9 * len(self.edges)
         self.assemble_springs = (self.h ** 2 * assemble[:, :cut]).tocsr()
         self.assemble_diag = assemble[:, cut:].tocsr()
@@ -173,9 +168,7 @@ class Model:
             diag = np.zeros_like(self.mass_diag)
             np.add.at(diag, self.fidx[c.active], self.h ** 2 * hess)
             data += self.assemble_diag @ diag.ravel()
-        out = np.zeros(self.system.size)
-        out[self.filled] = data
-        return out
+        return data
 
 
 def pcg(system, data, b, factor, eta, maxiter=CG_MAX_ITER):
@@ -241,7 +234,7 @@ class Stepper:
             if d is not None:
                 return d, False, False, None
         if neg is None and self._refactor(full):
-            return self.factor.solve(b), True, False, None
+            return self._solve(full, b, eta), True, False, None
         # indefinite: blend, starting from the β that last factored in this step
         if not (shift and self._refactor_shifted(pt, tension)):
             for i in range(self.blend, len(BLEND)):
@@ -254,6 +247,14 @@ class Stepper:
         if neg is None:  # let CG on the full matrix find where it curves down
             _, neg = pcg(md.system, full, b, self.factor, 0.0, maxiter=5)
         return self.factor.solve(b), True, True, neg
+
+    def _solve(self, data, b, eta):
+        """The fresh factorization's solution of data·d = b, refined by PCG if it is inexact."""
+        if not self.factor.exact:
+            d, _ = pcg(self.model.system, data, b, self.factor, eta)
+            if d is not None:
+                return d
+        return self.factor.solve(b)
 
     def _refactor_shifted(self, pt, tension, beta=1.0):
         mu = self.shift
