@@ -14,7 +14,7 @@ triangular solves per step.
 
 import numpy as np
 
-from .integrator import Model, Point, pcg, spring_blocks
+from .integrator import Model, Point, pcg, refined, spring_blocks
 from .simulate import simulate
 from .threads import one_blas_thread
 
@@ -47,7 +47,7 @@ class _Solver:
         fresh = system.factor(data)
         if fresh.positive_definite:
             self.fallback = fresh
-            x, _ = pcg(system, data, b, fresh, ADJOINT_RTOL, maxiter=60)
+            x = refined(system, data, b, fresh, ADJOINT_RTOL, maxiter=60)
             if x is not None:
                 return x
         return system.factor_general(data)(b)  # an indefinite A (a saddle): LU is still exact

@@ -209,6 +209,14 @@ def pcg(system, data, b, factor, eta, maxiter=CG_MAX_ITER):
     return None, None
 
 
+def refined(system, data, b, factor, eta, maxiter=CG_MAX_ITER):
+    """factor's solution of data·x = b to relative residual eta: PCG on data when the factor is
+    inexact (single precision); None if that does not converge."""
+    if factor.exact:
+        return factor.solve(b)
+    return pcg(system, data, b, factor, eta, maxiter)[0]
+
+
 class Stepper:
     """Newton's method for successive steps, carrying the reusable factorization and the spring
     tensions along."""
@@ -240,7 +248,8 @@ class Stepper:
                 return d, False, False, None
         tried = neg is None and self.skip_full == 0
         if tried and self._refactor(full):
-            return self._solve(full, b, eta), True, False, None
+            d = refined(md.system, full, b, self.factor, eta)
+            return (self.factor.solve(b) if d is None else d), True, False, None
         # indefinite: blend, starting from the β that last factored in this step
         if not (shift and self._refactor_shifted(pt, tension)):
             for i in range(self.blend, len(BLEND)):
@@ -252,16 +261,11 @@ class Stepper:
                     raise self._error(s, "found no positive-definite Newton matrix")
         if neg is None:  # let CG on the full matrix find where it curves down
             _, neg = pcg(md.system, full, b, self.factor, 0.0, maxiter=5)
-        self.skip_full = SKIP_FULL if neg is not None else (SKIP_FULL - 1 if tried else self.skip_full - 1)
+        if neg is not None:  # skip the full matrix for the next SKIP_FULL iterations
+            self.skip_full = SKIP_FULL
+        else:  # it failed to factor in this iteration, or this one was skipped: count it
+            self.skip_full = (SKIP_FULL if tried else self.skip_full) - 1
         return self.factor.solve(b), True, True, neg
-
-    def _solve(self, data, b, eta):
-        """The fresh factorization's solution of data·d = b, refined by PCG if it is inexact."""
-        if not self.factor.exact:
-            d, _ = pcg(self.model.system, data, b, self.factor, eta)
-            if d is not None:
-                return d
-        return self.factor.solve(b)
 
     def _refactor_shifted(self, pt, tension, beta=1.0):
         mu = self.shift

@@ -68,7 +68,9 @@ class BlockSystem:
         self.size = len(uniq)
         self.indices = (uniq % self.ndof).astype(np.int32)
         self.indptr = np.searchsorted(uniq // self.ndof, np.arange(self.ndof + 1)).astype(np.int32)
-        self._product = None
+        # one matrix object whose values are swapped in for products: building one per product
+        # (format checks) cost as much as the product on a 20×20 cloth
+        self._product = self.matrix(np.zeros(self.size))
         if backend == "banded":
             # LAPACK lower band storage after the ordering, column-major: A[i, j] (i >= j) at
             # (i - j) + j·(kd + 1). The band is refilled in place: slots outside the pattern stay 0.
@@ -108,10 +110,6 @@ class BlockSystem:
         return sp.csr_matrix((vals, (rows, cols)), shape=(self.size, 9 * (len(ends) + nv)))
 
     def matvec(self, data, x):
-        # one matrix object whose values are swapped in: building one per product (format
-        # checks) cost as much as the product on a 20×20 cloth
-        if self._product is None:
-            self._product = self.matrix(data)
         self._product.data = data
         return self._product @ x
 
