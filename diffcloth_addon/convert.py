@@ -1,6 +1,7 @@
 """Blender scene → plain numpy arrays and a core Scene (main thread only; core never sees bpy)."""
 
 import numpy as np
+from bpy_extras import anim_utils
 
 from .. import core as dc
 
@@ -15,6 +16,12 @@ class InputError(Exception):
 
 def frame_time(scene):
     return scene.render.fps_base / scene.render.fps
+
+
+def frame_range(scene):
+    """The frames a run covers: the scene's range or DiffCloth's own."""
+    s = scene.diffcloth
+    return (scene.frame_start, scene.frame_end) if s.use_scene_range else (s.frame_start, s.frame_end)
 
 
 def find_cloth(scene, name=None):
@@ -35,16 +42,15 @@ def find_cloth(scene, name=None):
 
 
 def action_fcurves(anim_data):
-    """F-curves animating a data block; Blender 4.4+ slotted actions read through the block's slot."""
+    """F-curves animating a data block, read the way its Blender version stores them: through the
+    assigned slot's channelbag (slotted actions, 4.4+; the only kind from 5.0 on), else the legacy
+    `action.fcurves` (4.2, 4.3)."""
     if anim_data is None or anim_data.action is None:
         return []
-    action = anim_data.action
-    layers = getattr(action, "layers", None)
-    slot = getattr(anim_data, "action_slot", None)
-    if layers and slot is not None:
-        bags = (strip.channelbag(slot) for layer in layers for strip in layer.strips)
-        return [fc for bag in bags if bag is not None for fc in bag.fcurves]
-    return list(action.fcurves)
+    if "action_slot" not in anim_data.bl_rna.properties:
+        return list(anim_data.action.fcurves)
+    bag = anim_utils.action_get_channelbag_for_slot(anim_data.action, anim_data.action_slot)
+    return [] if bag is None else list(bag.fcurves)
 
 
 def action_frames(anim_data):
@@ -153,12 +159,16 @@ def gather(context, cloth_name=None, need_targets=True):
     settings = scene.diffcloth
     cloth_obj = find_cloth(scene, cloth_name)
     cs = cloth_obj.diffcloth
-    start, end = settings.frame_range(scene)
+    start, end = frame_range(scene)
     if end <= start:
         raise InputError(f"the frame range {start}-{end} is empty")
     frames = list(range(start, end + 1))
-    targets = [o for o in scene.objects if o.diffcloth.role == "TARGET"
-               and (o.diffcloth.cloth is None or o.diffcloth.cloth == cloth_obj)]
+    targets = [o for o in scene.objects if o.diffcloth.role == "TARGET"]
+    for t in targets:
+        owner = t.diffcloth.cloth
+        if owner is not None and (owner.type != "MESH" or owner.diffcloth.role != "CLOTH"):
+            raise InputError(f"target '{t.name}' poses '{owner.name}', which is not marked as Cloth")
+    targets = [t for t in targets if t.diffcloth.cloth in (None, cloth_obj)]
     original_frame = scene.frame_current
     try:
         scene.frame_set(start)

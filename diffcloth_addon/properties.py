@@ -17,6 +17,13 @@ def _is_cloth(self, obj):
     return obj.type == "MESH" and obj.diffcloth.role == "CLOTH"
 
 
+# The bpy 4.2 module crashes at interpreter exit once a registered PropertyGroup holds a Python
+# function (a poll, a method), even after unregistering it; 4.5 and 5.x do not (4.3 and 4.4 are
+# untested). So these classes hold no methods, and the poll is left out on 4.2: the target's cloth
+# list then shows every object, and gather() still refuses one that is not a cloth.
+_CLOTH_POLL = {"poll": _is_cloth} if bpy.app.version >= (4, 5, 0) else {}
+
+
 class DiffClothObjectSettings(bpy.types.PropertyGroup):
     role: EnumProperty(name="Role", items=ROLES, default="NONE")
     # cloth
@@ -42,7 +49,7 @@ class DiffClothObjectSettings(bpy.types.PropertyGroup):
                           min=0.0)
     weight_group: StringProperty(name="Weight Group", description="Optional vertex group weighting "
                                  "how much each vertex counts")
-    cloth: PointerProperty(name="Cloth", type=bpy.types.Object, poll=_is_cloth,
+    cloth: PointerProperty(name="Cloth", type=bpy.types.Object, **_CLOTH_POLL,
                            description="The cloth this target poses (empty: the scene's only cloth)")
 
 
@@ -69,9 +76,6 @@ class DiffClothSceneSettings(bpy.types.PropertyGroup):
     normalized_loss: FloatProperty(default=0.0)
     elapsed: FloatProperty(default=0.0, unit="TIME_ABSOLUTE")
     status: StringProperty(default="")
-
-    def frame_range(self, scene):
-        return (scene.frame_start, scene.frame_end) if self.use_scene_range else (self.frame_start, self.frame_end)
 
 
 CLASSES = (DiffClothObjectSettings, DiffClothSceneSettings)

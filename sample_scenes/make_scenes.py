@@ -1,6 +1,7 @@
-"""Regenerate the sample scenes deterministically (run with the project's venv python):
+"""Regenerate the sample scenes deterministically, with the oldest supported Blender (4.2 LTS) so
+that every supported version opens them:
 
-    .venv/bin/python sample_scenes/make_scenes.py [output folder]     (default: sample_scenes/)
+    .envs/py311-bpy4.2/bin/python sample_scenes/make_scenes.py [output folder]   (default: sample_scenes/)
 
 Each scene's targets come from simulating known "true" settings with DiffCloth itself, after
 which the cloth is reset to a wrong start, so optimizing recovers a reachable answer:

@@ -2,7 +2,8 @@
 
     python scripts/build_extension.py [--platform linux-x64 ... | --this-platform] [--output-dir dist]
 
-Downloads scipy and threadpoolctl (cp311, the Python of Blender 4.2-4.5) for each platform into build/wheels/,
+Downloads scipy and threadpoolctl for each platform and each Python Blender uses (3.11 for 4.2-5.0,
+3.13 for 5.1+; Blender installs the wheels that match its own) into build/wheels/,
 stages a copy of the repository with a manifest that lists those wheels and platforms, then runs
 Blender's own extension builder (`blender_ext.py build --split-platforms`, shipped inside the bpy
 wheel) and `validate` on every zip. numpy is Blender's own and is not bundled. Prints the zip paths.
@@ -21,20 +22,23 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-# scipy is not in Blender; threadpoolctl keeps the solver on one BLAS thread (core/threads.py).
-# Pinned once, in requirements-dev.txt: the tests run against the versions that ship.
-BUNDLED = [line.strip() for line in (ROOT / "requirements-dev.txt").read_text().splitlines()
-           if line.startswith(("scipy==", "threadpoolctl=="))]
-PYTHON = "3.11"
-# Blender platform -> the oldest pip platform tag scipy publishes a wheel for (widest OS support)
+# Per Python of the supported Blenders, the scipy and threadpoolctl pins of its test stack
+# (requirements/py3XX-bpyY.Z.txt): the tests run against the versions that ship. scipy is not in
+# Blender; threadpoolctl keeps the solver on one BLAS thread (core/threads.py).
+BUNDLED = {}
+for _req in sorted((ROOT / "requirements").glob("py3*-bpy*.txt")):
+    BUNDLED["3." + re.match(r"py3(\d+)-", _req.name).group(1)] = [
+        line.strip() for line in _req.read_text().splitlines() if line.startswith(("scipy==", "threadpoolctl=="))]
+# Blender platform -> the newest OS tag pip may pick a wheel for; it takes the oldest OS tag scipy publishes
+# up to that (widest support). Intel Macs: Blender 4.2+ needs macOS 11.2, scipy 1.16 publishes 10.14+.
 PLATFORMS = {
     "linux-x64": "manylinux_2_17_x86_64",
     "windows-x64": "win_amd64",
     "macos-arm64": "macosx_12_0_arm64",
-    "macos-x64": "macosx_10_13_x86_64",
+    "macos-x64": "macosx_11_0_x86_64",
 }
 # what the builder's own exclude patterns don't already keep out of the staged copy
-STAGE_IGNORE = shutil.ignore_patterns(".git", ".venv", "build", "dist", "out", "wheels", "__pycache__", "*.pyc")
+STAGE_IGNORE = shutil.ignore_patterns(".git", ".venv", ".envs", "requirements", "build", "dist", "out", "wheels", "__pycache__", "*.pyc")
 
 
 def blender_ext():
@@ -57,16 +61,25 @@ def this_platform():
     return name
 
 
-def download_wheels(target, wheel_dir):
-    """pip download the bundled requirements for one platform; reuses wheels already there."""
+def download_wheels(target, python, wheel_dir):
+    """pip download one Python's bundled requirements for one platform; reuses wheels already there."""
     wheel_dir.mkdir(parents=True, exist_ok=True)
-    subprocess.run([sys.executable, "-m", "pip", "download", *BUNDLED, "--quiet", "--no-deps", "--only-binary=:all:",
-                    "--python-version", PYTHON, "--implementation", "cp", "--platform", PLATFORMS[target],
-                    "--dest", str(wheel_dir)], check=True)
-    wheels = [sorted(wheel_dir.glob(req.split("==")[0] + "-" + req.split("==")[1] + "-*.whl")) for req in BUNDLED]
-    if any(len(found) != 1 for found in wheels):
-        sys.exit(f"build_extension: expected one wheel per requirement for {target} in {wheel_dir}")
-    return [found[0] for found in wheels]
+    run = subprocess.run([sys.executable, "-m", "pip", "download", *BUNDLED[python], "--quiet", "--no-deps",
+                          "--only-binary=:all:", "--python-version", python, "--implementation", "cp",
+                          "--platform", PLATFORMS[target], "--dest", str(wheel_dir)])
+    if run.returncode:
+        sys.exit(f"build_extension: no wheel of {' '.join(BUNDLED[python])} for {target}, Python {python}")
+    tag = "cp" + python.replace(".", "")
+    wheels = []
+    for req in BUNDLED[python]:
+        name, version = req.split("==")
+        found = [w for w in sorted(wheel_dir.glob(f"{name}-{version}-*.whl"))
+                 if w.name.split("-")[2] in (tag, "py3")]
+        if len(found) != 1:
+            sys.exit(f"build_extension: expected one {name} {version} wheel for {target}, Python {python} in "
+                     f"{wheel_dir}, found {len(found)}")
+        wheels.append(found[0])
+    return wheels
 
 
 def manifest_with_wheels(text, platforms, wheel_names):
@@ -77,6 +90,13 @@ def manifest_with_wheels(text, platforms, wheel_names):
     return head + keys + "".join(tail)
 
 
+def builder(args):
+    """Run Blender's extension builder; its complaints (on stdout) become the error."""
+    run = subprocess.run([sys.executable, *map(str, args)], capture_output=True, text=True)
+    if run.returncode:
+        sys.exit(f"build_extension: {Path(args[0]).name} {args[1]} failed:\n{run.stdout}{run.stderr}")
+
+
 def build(platforms, output_dir):
     tool = blender_ext()
     with tempfile.TemporaryDirectory(prefix="diffcloth-stage-") as tmp:
@@ -85,7 +105,8 @@ def build(platforms, output_dir):
         (stage / "wheels").mkdir()
         names = []  # a pure-Python wheel comes once for all platforms
         for target in platforms:
-            for wheel in download_wheels(target, ROOT / "build" / "wheels" / target):
+            wheels = [w for python in BUNDLED for w in download_wheels(target, python, ROOT / "build" / "wheels" / target)]
+            for wheel in wheels:
                 if wheel.name not in names:
                     shutil.copy2(wheel, stage / "wheels" / wheel.name)
                     names.append(wheel.name)
@@ -97,12 +118,11 @@ def build(platforms, output_dir):
         zips = [output_dir / f"diffcloth-{version}-{target.replace('-', '_')}.zip" for target in platforms]
         for zip_path in zips:
             zip_path.unlink(missing_ok=True)
-        subprocess.run([sys.executable, str(tool), "build", "--source-dir", str(stage), "--output-dir",
-                        str(output_dir), "--split-platforms"], check=True, stdout=subprocess.DEVNULL)
+        builder([tool, "build", "--source-dir", stage, "--output-dir", output_dir, "--split-platforms"])
     for zip_path in zips:
         if not zip_path.is_file():
             sys.exit(f"build_extension: the builder did not write {zip_path}")
-        subprocess.run([sys.executable, str(tool), "validate", str(zip_path)], check=True, stdout=subprocess.DEVNULL)
+        builder([tool, "validate", zip_path])
     return zips
 
 

@@ -99,7 +99,7 @@ def test_colliders_sampled_per_frame(blank):
     sphere.keyframe_insert("location", frame=1)
     sphere.location = (0.4, 0, -1)
     sphere.keyframe_insert("location", frame=5)
-    for fc in sphere.animation_data.action.fcurves:
+    for fc in convert().action_fcurves(sphere.animation_data):
         for k in fc.keyframe_points:
             k.interpolation = "LINEAR"
     bpy.ops.mesh.primitive_plane_add(location=(0, 0, -2), rotation=(math.radians(30), 0, 0))

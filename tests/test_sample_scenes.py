@@ -45,6 +45,8 @@ def fingerprint(path):
                  "parent": obj.parent.name if obj.parent else None}
         if obj.type == "MESH":
             entry["co"] = np.array([v.co for v in obj.data.vertices])
+            if obj.diffcloth.role == "SPHERE":  # only its extent counts; the UV sphere's vertex order
+                entry["co"] = np.unique(entry["co"].round(9), axis=0)  # changed in Blender 5.0
             entry["groups"] = sorted(g.name for g in obj.vertex_groups)
         if obj.animation_data and obj.animation_data.action:
             from diffcloth.diffcloth_addon.convert import action_fcurves
