@@ -1,4 +1,4 @@
-"""Simulated frames → shape keys, one per frame, each keyed 0/1/0 around its frame."""
+"""Simulated frames → shape keys, one per frame, each keyed 0/1/0 around its frame, linearly."""
 
 import numpy as np
 
@@ -19,22 +19,26 @@ def clear_bake(obj):
     return len(ours)
 
 
-def bake(obj, positions, start, matrix_world):
-    """Shape keys for frames start, start+1, … from world positions (frames, n, 3)."""
-    n = len(obj.data.vertices)
-    if positions.shape[1] != n:
-        raise ValueError(f"cloth '{obj.name}' has {n} vertices in its mesh but {positions.shape[1]} after "
-                         "modifiers; apply the modifiers that change the vertex count before baking")
+def bake(obj, positions, start, matrices):
+    """Shape keys for frames start, start+1, … from world positions (frames, n, 3), each frame put
+    into that frame's object space (matrices: (frames, 4, 4) world matrices), so a parented or
+    animated cloth shows what was simulated. Keys are linear: subframes blend linearly."""
     clear_bake(obj)
     if obj.data.shape_keys is None:
         obj.shape_key_add(name="Basis", from_mix=False)
-    inv = np.linalg.inv(np.asarray(matrix_world))
-    for i, world in enumerate(positions):
+    names = []
+    for i, (world, mw) in enumerate(zip(positions, matrices)):
         frame = start + i
-        local = world @ inv[:3, :3].T + inv[:3, 3]
+        inv = np.linalg.inv(mw)
         block = obj.shape_key_add(name=f"{BAKE_PREFIX}{frame:04d}", from_mix=False)
-        block.data.foreach_set("co", local.ravel())
+        block.data.foreach_set("co", (world @ inv[:3, :3].T + inv[:3, 3]).ravel())
         for f, value in ((frame - 1, 0.0), (frame, 1.0), (frame + 1, 0.0)):
             block.value = value
             block.keyframe_insert("value", frame=f)
+        names.append(f'key_blocks["{block.name}"].value')
+    ours = set(names)
+    for fc in action_fcurves(obj.data.shape_keys.animation_data):
+        if fc.data_path in ours:
+            for k in fc.keyframe_points:
+                k.interpolation = "LINEAR"
     obj.data.update()

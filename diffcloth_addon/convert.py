@@ -142,6 +142,31 @@ def collider_pose(obj, role):
     return loc, normal / np.linalg.norm(normal)
 
 
+def check_undeformed(obj, local_co):
+    """Refuse a cloth whose modifiers or (non-DiffCloth) shape keys move or add vertices.
+
+    DiffCloth simulates the mesh as drawn and bakes the result to shape keys, which Blender
+    applies first, under the modifiers: a modifier that moves vertices would act twice on the
+    bake, one that adds vertices would leave the bake nothing to match, and another active shape
+    key would add its offset on top.
+    """
+    mesh = obj.data
+    basis = np.empty(len(mesh.vertices) * 3)
+    mesh.vertices.foreach_get("co", basis)
+    moved = len(local_co) != len(mesh.vertices) or not np.allclose(local_co, basis.reshape(-1, 3), rtol=0,
+                                                                      atol=1e-6 * max(np.ptp(basis), 1e-3))
+    if not moved:
+        return
+    culprits = [f"modifier '{m.name}'" for m in obj.modifiers if m.show_viewport or m.show_render]
+    if mesh.shape_keys is not None:
+        culprits += [f"shape key '{b.name}'" for b in mesh.shape_keys.key_blocks[1:]
+                     if not b.name.startswith(BAKE_PREFIX) and not b.mute and b.value != 0]
+    what = (f"its vertex count ({len(mesh.vertices)} → {len(local_co)})" if len(local_co) != len(mesh.vertices)
+            else "its shape")
+    raise InputError(f"cloth '{obj.name}': {', '.join(culprits) or 'something'} change(s) {what}; DiffCloth "
+                     "bakes under the modifiers, so apply or disable them first")
+
+
 class Setup:
     """Everything gathered for one run: the core scene and loss plus what bake/store need."""
 
@@ -175,7 +200,8 @@ def gather(context, cloth_name=None, need_targets=True):
         with _OwnKeysMuted(cloth_obj):
             context.view_layer.update()
             depsgraph = context.evaluated_depsgraph_get()
-            verts, tris, loose_edges, local_co, mw0 = world_mesh(cloth_obj, depsgraph)
+            verts, tris, loose_edges, local_co, _ = world_mesh(cloth_obj, depsgraph)
+            check_undeformed(cloth_obj, local_co)
             pins = (np.flatnonzero(group_weights(cloth_obj, cs.pin_group, depsgraph) > 0.5)
                     if cs.pin_group else np.zeros(0, np.int64))
         if len(tris) == 0:
@@ -192,7 +218,7 @@ def gather(context, cloth_name=None, need_targets=True):
 
         colliders = [o for o in scene.objects if o.diffcloth.role in ("SPHERE", "PLANE")]
         poses = {o.name: [] for o in colliders}
-        pin_path = []
+        pin_path, matrices = [], []
         target_pos = {}
         target_frames = {o.name: sorted(keyed_frames(o)) for o in targets}
         for t in targets:
@@ -205,8 +231,9 @@ def gather(context, cloth_name=None, need_targets=True):
             depsgraph = context.evaluated_depsgraph_get()
             for o in colliders:
                 poses[o.name].append(collider_pose(o.evaluated_get(depsgraph), o.diffcloth.role))
+            mw = np.array(cloth_obj.evaluated_get(depsgraph).matrix_world)
+            matrices.append(mw)
             if len(pins):
-                mw = np.array(cloth_obj.evaluated_get(depsgraph).matrix_world)
                 pin_path.append(local_co[pins] @ mw[:3, :3].T + mw[:3, 3])
             for t in targets:
                 if f in target_frames[t.name]:
@@ -253,7 +280,7 @@ def gather(context, cloth_name=None, need_targets=True):
                                weights={f - start: by_name[name].diffcloth.weight for f, (name, _) in target_pos.items()},
                                vertex_weights=vertex_weights or None)
     return Setup(cloth_obj=cloth_obj, scene=core_scene, loss=loss, start=start, end=end,
-                 matrix_world=mw0, bending_scale=bending_scale,
+                 matrices=np.array(matrices), bending_scale=bending_scale,
                  target_frames={n: fr for n, fr in target_frames.items()})
 
 

@@ -16,7 +16,7 @@ def _fail(op, message):
 
 
 def _write(context, setup, positions):
-    bake.bake(setup.cloth_obj, positions, setup.start, setup.matrix_world)
+    bake.bake(setup.cloth_obj, positions, setup.start, setup.matrices)
     context.scene.frame_set(context.scene.frame_current)
 
 
@@ -40,11 +40,7 @@ def finish_optimize(context, setup, runner):
         settings.status = "failed"
         raise convert.InputError(f"optimization of '{setup.cloth_obj.name}' failed: {runner.error}")
     result = runner.result
-    try:
-        _write(context, setup, result.trajectory.x)
-    except ValueError as err:
-        settings.status = "failed"
-        raise convert.InputError(str(err)) from None
+    _write(context, setup, result.trajectory.x)
     convert.store_result(setup, result)
     settings.loss, settings.normalized_loss = result.loss, result.normalized_loss
     settings.status = result.reason

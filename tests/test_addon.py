@@ -79,13 +79,53 @@ def test_cloth_conversion_in_world_space_with_parent_and_modifier(blank):
     mw = np.array(cloth.matrix_world)
     assert np.allclose(setup.scene.x0, local @ mw[:3, :3].T + mw[:3, 3], atol=1e-6)
     assert np.allclose(setup.scene.x0.mean(axis=0), [1.0, 2.5, 3.0], atol=1e-6)  # parent rotates +x to +y
-    # the subdivided quad: modifiers are applied, faces triangulated
+    # a quad: faces triangulated; a modifier that leaves the vertices as they are is fine
     cloth.diffcloth.role = "NONE"
     quad.name, quad.diffcloth.role = "Quad", "CLOTH"
-    quad.modifiers.new("Subdivision", "SUBSURF").levels = 1
+    quad.modifiers.new("Solidify", "SOLIDIFY").show_viewport = False
     bpy.context.view_layer.update()
     setup = convert().gather(blank, "Quad", need_targets=False)
-    assert setup.scene.cloth.n == 9 and len(setup.scene.cloth.tris) == 8
+    assert setup.scene.cloth.n == 4 and len(setup.scene.cloth.tris) == 2
+
+
+def test_bake_of_a_cloth_carried_by_an_animated_rotating_object(blank):
+    """Each frame is baked into that frame's object space: pinned vertices ride the carrier."""
+    scene = blank.scene
+    scene.frame_start, scene.frame_end = 1, 11
+    rig = bpy.data.objects.new("Rig", None)
+    blank.collection.objects.link(rig)
+    for frame, x, angle in ((1, 0.0, 0.0), (11, 2.0, math.pi / 2)):
+        rig.location, rig.rotation_euler = (x, 0.0, 1.0), (0.0, 0.0, angle)
+        rig.keyframe_insert("location", frame=frame)
+        rig.keyframe_insert("rotation_euler", frame=frame)
+    cloth = grid_cloth()
+    cloth.parent = rig
+    pins = [v.index for v in cloth.data.vertices if v.groups]  # the pin group is its only group
+    rest = np.array([v.co for v in cloth.data.vertices])
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    for frame in range(1, 12):
+        scene.frame_set(frame)
+        mw = np.array(cloth.matrix_world)
+        carried = rest[pins] @ mw[:3, :3].T + mw[:3, 3]
+        assert np.abs(evaluated(cloth)[pins] - carried).max() <= 1e-4, frame
+    scene.frame_set(11)
+    assert np.ptp(evaluated(cloth)[:, 2]) > 0.02  # the free part hangs: it was simulated, not just carried
+
+
+def test_baked_motion_is_linear_between_frames(blank):
+    scene = blank.scene
+    scene.frame_start, scene.frame_end = 1, 6
+    cloth = grid_cloth(pins=False)
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    for frame in (2, 4):
+        scene.frame_set(frame)
+        a = evaluated(cloth)
+        scene.frame_set(frame + 1)
+        b = evaluated(cloth)
+        scene.frame_set(frame, subframe=0.25)
+        blend = 0.75 * a + 0.25 * b
+        motion = np.abs(b - a).max()
+        assert motion > 1e-3 and np.abs(evaluated(cloth) - blend).max() <= 0.01 * motion, frame
 
 
 def test_colliders_sampled_per_frame(blank):
@@ -261,6 +301,9 @@ def test_save_and_reopen_keeps_settings_and_bake(posed, blank, tmp_path):
     ("pin group", "has no vertex group 'nope'"),
     ("diverges", "diverged at frame"),
     ("nothing to optimize", "nothing to optimize"),
+    ("subdivided", "cloth 'Cloth': modifier 'Subdivision' change(s) its vertex count (36 → 121)"),
+    ("displaced", "cloth 'Cloth': modifier 'Displace' change(s) its shape"),
+    ("target of a non-cloth", "target 'Target' poses 'Other', which is not marked as Cloth"),
 ])
 def test_bad_input_reports_and_leaves_scene_untouched(blank, problem, message):
     scene = blank.scene
@@ -301,6 +344,14 @@ def test_bad_input_reports_and_leaves_scene_untouched(blank, problem, message):
         bpy.context.active_object.diffcloth.role = "SPHERE"
     elif problem == "nothing to optimize":
         scene.diffcloth.opt_tension = False
+    elif problem == "subdivided":
+        cloth.modifiers.new("Subdivision", "SUBSURF").levels = 1
+    elif problem == "displaced":
+        cloth.modifiers.new("Displace", "DISPLACE").strength = 0.05
+    elif problem == "target of a non-cloth":
+        bpy.ops.mesh.primitive_plane_add()
+        bpy.context.active_object.name = "Other"
+        target.diffcloth.cloth = bpy.data.objects["Other"]
     snapshot = {o.name: (o.diffcloth.tension, o.data.shape_keys is None if o.type == "MESH" else None)
                 for o in scene.objects}
     out = ops_report(bpy.ops.diffcloth.optimize)
