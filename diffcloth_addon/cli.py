@@ -94,9 +94,9 @@ def optimize(args):
         if args.preview:
             traj = result.trajectory
             frames = sorted(setup.loss.targets)
-            preview.contact_sheet(args.preview + ".tmp", [(f"frame {f + setup.start}", setup.loss.targets[f], traj.x[f])
-                                                          for f in frames],
-                                  setup.scene.cloth.tension_edges, [h["loss"] for h in result.history] or [result.loss])
+            preview.write(args.preview + ".tmp", [(f + setup.start, f, setup.loss.targets[f], traj.x[f]) for f in frames],
+                          setup.scene.cloth.tris, setup.scene.colliders,
+                          [result.initial_loss] + [h["loss"] for h in result.history])
             pending.append((args.preview + ".tmp", args.preview))
         t_write = time.perf_counter()
         if args.report:
