@@ -1,11 +1,19 @@
-"""DiffCloth's Blender glue: properties, panel, operators, conversion, baking, batch command."""
+"""DiffCloth's Blender glue: properties, panels, operators, conversion, baking, batch command."""
+
+import atexit
 
 import bpy
 
-from . import cli, operators, properties, ui
+from . import cli, operators, properties, runner, ui
 
 _CLASSES = operators.CLASSES + ui.CLASSES
 _cli_handle = None
+
+
+@bpy.app.handlers.persistent
+def _end_runs(*_args):
+    """Loading another file ends the worker processes of this one."""
+    runner.stop_all()
 
 
 def register():
@@ -15,10 +23,16 @@ def register():
         bpy.utils.register_class(cls)
     if hasattr(bpy.utils, "register_cli_command"):  # Blender 4.2+
         _cli_handle = bpy.utils.register_cli_command("diffcloth", cli.execute)
+    bpy.app.handlers.load_pre.append(_end_runs)
+    atexit.register(runner.stop_all)  # quitting Blender ends them too
 
 
 def unregister():
     global _cli_handle
+    runner.stop_all()
+    atexit.unregister(runner.stop_all)
+    if _end_runs in bpy.app.handlers.load_pre:
+        bpy.app.handlers.load_pre.remove(_end_runs)
     if _cli_handle is not None:
         bpy.utils.unregister_cli_command(_cli_handle)
         _cli_handle = None

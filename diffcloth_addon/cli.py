@@ -14,7 +14,7 @@ import time
 import bpy
 import numpy as np
 
-from . import convert, operators, preview
+from . import convert, operators, preview, runner
 
 
 class _Parser(argparse.ArgumentParser):
@@ -74,14 +74,15 @@ def optimize(args):
             _writable(path, what)
     context = bpy.context
     try:
-        setup, runner = operators.prepare_optimize(context, args.cloth, args.max_iter)
+        # headless, the file's saved selection is no choice: several cloths need --cloth
+        setup, job = operators.prepare(context, "optimize", args.cloth, args.max_iter, use_active=False)
         t_gather = time.perf_counter()
-        infos, _ = runner.start().wait()
+        run = runner.Inline(job).start()
         t_opt = time.perf_counter()
-        for info in infos:
+        for info in run.wait()[0]:
             print(f"diffcloth: iteration {info['iteration']:4d}  loss {info['loss']:.6g}  "
                   f"normalized {info['normalized_loss']:.3e}  {info['elapsed']:.1f} s", flush=True)
-        result = operators.finish_optimize(context, setup, runner)
+        result = operators.finish(context, setup, run)
     except (convert.InputError, ValueError) as err:
         raise JobError(str(err)) from None
     print(f"diffcloth: {operators.summary(setup, result)}", flush=True)

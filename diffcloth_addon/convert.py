@@ -8,6 +8,9 @@ from .. import core as dc
 BAKE_PREFIX = "DiffCloth_f"
 BENDING_REFERENCE_EDGE = 0.05  # m: per-spring bending stiffness = setting × (ref / mean edge)²
 RESULT_KEY = "diffcloth_result"
+NO_CLOTH = "no cloth: mark a mesh as DiffCloth Cloth"
+NO_TARGETS = "no targets: add one with 'New Target from Cloth'"
+NO_KEYS = "no targets with keyframes: pose a Target copy of the cloth and insert a keyframe"
 
 
 class InputError(Exception):
@@ -24,17 +27,20 @@ def frame_range(scene):
     return (scene.frame_start, scene.frame_end) if s.use_scene_range else (s.frame_start, s.frame_end)
 
 
-def find_cloth(scene, name=None):
+def find_cloth(scene, name=None, active=None):
+    """The cloth named, else the active object if it is a cloth, else the scene's only cloth."""
     cloths = [o for o in scene.objects if o.diffcloth.role == "CLOTH"]
     if name:
         match = [o for o in cloths if o.name == name]
         if not match:
             raise InputError(f"no object named '{name}' is marked as DiffCloth cloth")
         cloths = match
+    elif active is not None and active in cloths:
+        cloths = [active]
     if not cloths:
-        raise InputError("no cloth: mark a mesh as DiffCloth Cloth")
+        raise InputError(NO_CLOTH)
     if len(cloths) > 1:
-        raise InputError(f"several cloths ({', '.join(o.name for o in cloths)}): choose one")
+        raise InputError(f"several cloths ({', '.join(o.name for o in cloths)}): make one active, or name one (--cloth NAME)")
     obj = cloths[0]
     if obj.type != "MESH":
         raise InputError(f"'{obj.name}' is marked as cloth but is a {obj.type.lower()}, not a mesh")
@@ -167,6 +173,20 @@ def check_undeformed(obj, local_co):
                      "bakes under the modifiers, so apply or disable them first")
 
 
+def not_ready(scene, kind):
+    """Why no `kind` run ("simulate", "optimize") can start in this scene whatever cloth is named,
+    or "": what the operators' poll shows on their disabled buttons."""
+    objs = scene.objects
+    if not any(o.diffcloth.role == "CLOTH" for o in objs):
+        return NO_CLOTH
+    targets = [o for o in objs if o.diffcloth.role == "TARGET"]
+    if kind == "optimize" and not targets:
+        return NO_TARGETS
+    if kind == "optimize" and not any(keyed_frames(o) for o in targets):
+        return NO_KEYS
+    return ""
+
+
 class Setup:
     """Everything gathered for one run: the core scene and loss plus what bake/store need."""
 
@@ -178,11 +198,12 @@ def _constant(poses):
     return poses[0] if np.allclose(poses, poses[0]) else poses
 
 
-def gather(context, cloth_name=None, need_targets=True):
-    """Read the scene into a Setup; raises InputError for user mistakes. Restores the frame."""
+def gather(context, cloth_name=None, need_targets=True, use_active=True):
+    """Read the scene into a Setup; raises InputError for user mistakes. Restores the frame.
+    use_active: with several cloths and no name, take the active object if it is one."""
     scene = context.scene
     settings = scene.diffcloth
-    cloth_obj = find_cloth(scene, cloth_name)
+    cloth_obj = find_cloth(scene, cloth_name, context.active_object if use_active else None)
     cs = cloth_obj.diffcloth
     start, end = frame_range(scene)
     if end <= start:
@@ -250,8 +271,7 @@ def gather(context, cloth_name=None, need_targets=True):
         scene.frame_set(original_frame)
 
     if need_targets and not target_pos:
-        raise InputError("no targets with keyframes: pose a Target copy of the cloth and insert a keyframe"
-                         if targets else "no targets: add one with 'New Target from Cloth'")
+        raise InputError(NO_KEYS if targets else NO_TARGETS)
     built = []
     for o in colliders:
         pose = poses[o.name]

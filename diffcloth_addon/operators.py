@@ -5,9 +5,7 @@ import time
 import bpy
 from bpy.props import StringProperty
 
-from .. import core as dc
-from . import bake, convert
-from .runner import OptimizeRunner
+from . import bake, convert, runner
 
 
 def _fail(op, message):
@@ -15,138 +13,192 @@ def _fail(op, message):
     return {"CANCELLED"}
 
 
-def _write(context, setup, positions):
-    bake.bake(setup.cloth_obj, positions, setup.start, setup.matrices)
+def prepare(context, kind, cloth_name=None, max_iter=None, use_active=True):
+    """Copy a run's inputs out of Blender (main thread): the Setup and the worker's job."""
+    settings = context.scene.diffcloth
+    setup = convert.gather(context, cloth_name, need_targets=kind == "optimize", use_active=use_active)
+    setup.kind, setup.cloth_name = kind, setup.cloth_obj.name
+    job = {"kind": kind, "scene": convert.apply_stored_result(setup)}
+    if kind == "optimize":
+        job.update(loss=setup.loss, params=convert.params_from_settings(settings, setup),
+                   max_iter=max_iter or settings.max_iterations)
+    return setup, job
+
+
+def finish(context, setup, run):
+    """Write a finished run into Blender (main thread): bake, and for an optimization store the
+    result. Raises InputError if the run failed or its cloth is gone; nothing is written then."""
+    name = setup.cloth_name
+    if run.error is not None:
+        raise convert.InputError(f"{setup.kind} of '{name}' failed: {run.error}")
+    cloth = context.scene.objects.get(name)
+    if cloth is None or len(cloth.data.vertices) != setup.scene.cloth.n:
+        raise convert.InputError(f"cloth '{name}' was deleted or changed during the run; nothing was written")
+    setup.cloth_obj = cloth  # an undo during the run reloads the data: look it up again
+    positions = run.result if setup.kind == "simulate" else run.result.trajectory.x
+    bake.bake(cloth, positions, setup.start, setup.matrices)
+    if setup.kind == "optimize":
+        convert.store_result(setup, run.result)
     context.scene.frame_set(context.scene.frame_current)
-
-
-def prepare_optimize(context, cloth_name=None, max_iter=None):
-    """Copy the inputs out of Blender (main thread) into a runner that has not started yet."""
-    settings = context.scene.diffcloth
-    setup = convert.gather(context, cloth_name)
-    params = convert.params_from_settings(settings, setup)
-    runner = OptimizeRunner(convert.apply_stored_result(setup), setup.loss, params,
-                            max_iter or settings.max_iterations)
-    settings.running, settings.iteration, settings.status = True, 0, "starting"
-    return setup, runner
-
-
-def finish_optimize(context, setup, runner):
-    """Write a finished run into Blender (main thread): bake, store the result, status. Raises
-    InputError if the run failed; nothing is written then."""
-    settings = context.scene.diffcloth
-    settings.running = False
-    if runner.error is not None:
-        settings.status = "failed"
-        raise convert.InputError(f"optimization of '{setup.cloth_obj.name}' failed: {runner.error}")
-    result = runner.result
-    _write(context, setup, result.trajectory.x)
-    convert.store_result(setup, result)
-    settings.loss, settings.normalized_loss = result.loss, result.normalized_loss
-    settings.status = result.reason
-    return result
+    return run.result
 
 
 def summary(setup, result):
-    return (f"'{setup.cloth_obj.name}': loss {result.initial_loss:.4g} → {result.loss:.4g} "
+    if setup.kind == "simulate":
+        return f"Simulated and baked {len(result)} frames of '{setup.cloth_name}'"
+    return (f"'{setup.cloth_name}': loss {result.initial_loss:.4g} → {result.loss:.4g} "
             f"({result.normalized_loss:.2e} of the start) in {len(result.history)} iterations, {result.reason}")
 
 
 class _ClothName:
-    cloth: StringProperty(name="Cloth", description="Cloth object name (empty: the scene's only cloth)")
+    cloth: StringProperty(name="Cloth", description="Cloth object name (empty: the active cloth, or the scene's only one)")
 
 
-class DIFFCLOTH_OT_simulate(_ClothName, bpy.types.Operator):
-    """Simulate the cloth with its current settings (and last optimized values) and bake it to shape keys"""
+class _Run(_ClothName, bpy.types.Operator):
+    """Simulate or optimize: execute() runs in this process (blender -b, scripts, tests); invoke()
+    in a worker process, with a timer reading its progress into the window manager's run state,
+    Esc or Cancel stopping it (an optimization keeps its best design), and one undo step once the
+    result is written."""
 
-    bl_idname = "diffcloth.simulate"
-    bl_label = "Simulate & Bake"
-    bl_options = {"REGISTER", "UNDO"}
+    bl_options = {"UNDO"}  # no REGISTER: F9 would re-run the whole job
+    kind = ""
 
-    def execute(self, context):
-        try:
-            setup = convert.gather(context, self.cloth or None, need_targets=False)
-            traj = dc.simulate(convert.apply_stored_result(setup))
-            _write(context, setup, traj.x)
-        except (convert.InputError, ValueError, dc.SimulationError) as err:
-            return _fail(self, str(err))
-        self.report({"INFO"}, f"Simulated and baked {len(traj.x)} frames of '{setup.cloth_obj.name}'")
-        return {"FINISHED"}
+    @classmethod
+    def poll(cls, context):
+        why = ("a DiffCloth run is in progress: wait for it or cancel it" if context.window_manager.diffcloth.running
+               else convert.not_ready(context.scene, cls.kind))
+        if why:
+            cls.poll_message_set(why)
+        return not why
 
-
-class DIFFCLOTH_OT_optimize(_ClothName, bpy.types.Operator):
-    """Find the cloth parameters that pass through the keyframed targets, then bake the result (Esc cancels, keeping the best so far)"""
-
-    bl_idname = "diffcloth.optimize"
-    bl_label = "Optimize"
-    bl_options = {"REGISTER", "UNDO"}
-
-    def _prepare(self, context):
-        self.setup, self.runner = prepare_optimize(context, self.cloth or None)
+    def _start(self, context, runner_class):
+        self.setup, job = prepare(context, self.kind, self.cloth or None)
+        self.run = runner_class(job)
+        state = context.window_manager.diffcloth
+        state.running, state.cancel_requested, state.kind = True, False, self.bl_label
+        state.iteration, state.progress, state.elapsed, state.status = 0, 0.0, 0.0, "starting"
         self.started = time.perf_counter()
+        self.run.start()
 
     def _progress(self, context, infos):
-        settings = context.scene.diffcloth
+        state = context.window_manager.diffcloth
         for info in infos:
-            settings.iteration = info["iteration"]
-            settings.loss = info["loss"]
-            settings.normalized_loss = info["normalized_loss"]
-        settings.elapsed = time.perf_counter() - self.started
+            state.iteration, state.loss, state.normalized_loss = info["iteration"], info["loss"], info["normalized_loss"]
+            state.status = "running"
+        if self.kind == "optimize":
+            state.progress = min(state.iteration / max(context.scene.diffcloth.max_iterations, 1), 1.0)
+        state.elapsed = time.perf_counter() - self.started
 
-    def _finish(self, context):
+    def _end(self, context):
+        """Write the finished run; the run state records how it went."""
+        state = context.window_manager.diffcloth
+        state.running = False
         try:
-            result = finish_optimize(context, self.setup, self.runner)
+            result = finish(context, self.setup, self.run)
         except convert.InputError as err:
+            state.status = "failed"
             return _fail(self, str(err))
+        if self.kind == "optimize":
+            state.loss, state.normalized_loss, state.status = result.loss, result.normalized_loss, result.reason
+        else:
+            state.status, state.progress = "done", 1.0
         self.report({"INFO"}, summary(self.setup, result))
         return {"FINISHED"}
 
     def execute(self, context):
         try:
-            self._prepare(context)
+            self._start(context, runner.Inline)
         except (convert.InputError, ValueError) as err:
-            context.scene.diffcloth.running = False
+            context.window_manager.diffcloth.running = False
             return _fail(self, str(err))
-        infos, _ = self.runner.start().wait()
-        self._progress(context, infos)
-        return self._finish(context)
+        self._progress(context, self.run.wait()[0])
+        return self._end(context)
 
     def invoke(self, context, event):
         if bpy.app.background or context.window is None:
             return self.execute(context)
         try:
-            self._prepare(context)
-        except (convert.InputError, ValueError) as err:
-            context.scene.diffcloth.running = False
+            self._start(context, runner.Process)
+        except (convert.InputError, ValueError, OSError) as err:
+            context.window_manager.diffcloth.running = False
             return _fail(self, str(err))
         wm = context.window_manager
         self.timer = wm.event_timer_add(0.2, window=context.window)
-        wm.progress_begin(0, max(context.scene.diffcloth.max_iterations, 1))
         wm.modal_handler_add(self)
-        self.runner.start()
         return {"RUNNING_MODAL"}
 
     def modal(self, context, event):
-        if event.type == "ESC" and event.value == "PRESS":
-            self.runner.cancel.set()
-            context.scene.diffcloth.status = "cancelling: keeping the best result so far"
+        state = context.window_manager.diffcloth
+        if (event.type == "ESC" and event.value == "PRESS") or state.cancel_requested:
+            state.cancel_requested = False
+            self.run.cancel()
+            state.status = "stopping: keeping the best so far" if self.kind == "optimize" else "stopping"
+            if self.kind == "simulate":  # a simulation has nothing to keep
+                self.cancel(context)
+                self.report({"INFO"}, "Simulation cancelled; nothing was baked")
+                return {"CANCELLED"}
+        if event.type == "Z" and (event.ctrl or event.oskey):
+            self.report({"WARNING"}, "Undo is off while DiffCloth runs (Esc stops the run)")
+            return {"RUNNING_MODAL"}
         if event.type != "TIMER":
             return {"PASS_THROUGH"}
-        infos, done = self.runner.drain()
+        infos, done = self.run.drain()
         self._progress(context, infos)
-        s = context.scene.diffcloth
-        context.window_manager.progress_update(s.iteration)
-        context.workspace.status_text_set(
-            f"DiffCloth: iteration {s.iteration}, loss {s.loss:.4g} ({s.normalized_loss:.2e} of start), "
-            f"{s.elapsed:.0f} s — Esc to stop")
+        what = (f"iteration {state.iteration}, loss {state.loss:.4g} ({state.normalized_loss:.2e} of start)"
+                if self.kind == "optimize" else "simulating")
+        context.workspace.status_text_set(f"DiffCloth {state.kind}: {what}, {state.elapsed:.0f} s — Esc to stop")
         for area in context.screen.areas:
             area.tag_redraw()
         if not done:
             return {"RUNNING_MODAL"}
+        self._stop_ui(context)
+        return self._end(context)
+
+    def _stop_ui(self, context):
         context.window_manager.event_timer_remove(self.timer)
-        context.window_manager.progress_end()
         context.workspace.status_text_set(None)
-        return self._finish(context)
+
+    def cancel(self, context):
+        """Blender ends the operator (window closed, file loaded): end the worker, write nothing."""
+        self.run.kill()
+        self._stop_ui(context)
+        state = context.window_manager.diffcloth
+        state.running, state.status = False, "cancelled"
+
+
+class DIFFCLOTH_OT_simulate(_Run):
+    """Simulate the cloth with its current settings (and last optimized values) and bake it to shape keys"""
+
+    bl_idname = "diffcloth.simulate"
+    bl_label = "Simulate & Bake"
+    kind = "simulate"
+
+
+class DIFFCLOTH_OT_optimize(_Run):
+    """Find the cloth parameters that pass through the keyframed targets, then bake the result (Esc cancels, keeping the best so far)"""
+
+    bl_idname = "diffcloth.optimize"
+    bl_label = "Optimize"
+    kind = "optimize"
+
+
+class DIFFCLOTH_OT_cancel(bpy.types.Operator):
+    """Stop the DiffCloth run in progress (an optimization keeps its best result so far)"""
+
+    bl_idname = "diffcloth.cancel"
+    bl_label = "Cancel"
+    bl_options = {"INTERNAL"}
+
+    @classmethod
+    def poll(cls, context):
+        if not context.window_manager.diffcloth.running:
+            cls.poll_message_set("No DiffCloth run is in progress")
+            return False
+        return True
+
+    def execute(self, context):
+        context.window_manager.diffcloth.cancel_requested = True
+        return {"FINISHED"}
 
 
 class _OnCloth(_ClothName):
@@ -154,7 +206,7 @@ class _OnCloth(_ClothName):
 
     def execute(self, context):
         try:
-            obj = convert.find_cloth(context.scene, self.cloth or None)
+            obj = convert.find_cloth(context.scene, self.cloth or None, context.active_object)
         except convert.InputError as err:
             return _fail(self, str(err))
         return self.run(context, obj)
@@ -196,5 +248,6 @@ class DIFFCLOTH_OT_new_target(_OnCloth, bpy.types.Operator):
         return {"FINISHED"}
 
 
-CLASSES = (DIFFCLOTH_OT_simulate, DIFFCLOTH_OT_optimize, DIFFCLOTH_OT_clear_bake, DIFFCLOTH_OT_new_target)
+CLASSES = (DIFFCLOTH_OT_simulate, DIFFCLOTH_OT_optimize, DIFFCLOTH_OT_cancel, DIFFCLOTH_OT_clear_bake,
+           DIFFCLOTH_OT_new_target)
 

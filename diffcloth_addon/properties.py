@@ -25,7 +25,7 @@ _CLOTH_POLL = {"poll": _is_cloth} if bpy.app.version >= (4, 5, 0) else {}
 
 
 class DiffClothObjectSettings(bpy.types.PropertyGroup):
-    role: EnumProperty(name="Role", items=ROLES, default="NONE")
+    role: EnumProperty(name="Role", items=ROLES, default="NONE", description="What this object is to DiffCloth")
     # cloth
     mass: FloatProperty(name="Mass", description="Total mass of the cloth", default=0.5, min=1e-6,
                         unit="MASS")
@@ -41,7 +41,9 @@ class DiffClothObjectSettings(bpy.types.PropertyGroup):
                               "the object's animation instead of the simulation")
     substeps: IntProperty(name="Substeps", description="Implicit Euler steps per frame", default=1, min=1,
                           max=64)
-    contact_stiffness: FloatProperty(name="Contact Stiffness", default=1000.0, min=1e-3)
+    contact_stiffness: FloatProperty(name="Contact Stiffness", description="Penalty stiffness (N/m) pushing "
+                                     "vertices out of colliders: higher keeps the cloth closer to their surface",
+                                     default=1000.0, min=1e-3)
     thickness: FloatProperty(name="Thickness", description="Distance kept from colliders", default=0.0,
                              min=0.0, unit="LENGTH")
     # target
@@ -54,31 +56,46 @@ class DiffClothObjectSettings(bpy.types.PropertyGroup):
 
 
 class DiffClothSceneSettings(bpy.types.PropertyGroup):
-    use_scene_range: BoolProperty(name="Scene Frame Range", default=True)
-    frame_start: IntProperty(name="Start", default=1)
-    frame_end: IntProperty(name="End", default=100)
+    use_scene_range: BoolProperty(name="Scene Frame Range", description="Simulate over the scene's frame range "
+                                  "(off: DiffCloth's own Start and End)", default=True)
+    frame_start: IntProperty(name="Start", description="First frame: the cloth's rest pose", default=1)
+    frame_end: IntProperty(name="End", description="Last simulated frame", default=100)
     # what may change
-    opt_tension: BoolProperty(name="Tension Stiffness", default=True)
-    opt_bending: BoolProperty(name="Bending Stiffness", default=False)
+    opt_tension: BoolProperty(name="Tension Stiffness", description="Optimize the cloth's tension stiffness",
+                              default=True)
+    opt_bending: BoolProperty(name="Bending Stiffness", description="Optimize the cloth's bending stiffness",
+                              default=False)
     opt_velocity: BoolProperty(name="Initial Velocity", description="One initial velocity for the "
                                "whole cloth", default=False)
-    opt_velocity_per_vertex: BoolProperty(name="Per-Vertex Velocity", default=False)
+    opt_velocity_per_vertex: BoolProperty(name="Per-Vertex Velocity", description="An initial velocity for "
+                                          "every vertex (a throw, a flick)", default=False)
     opt_forces: BoolProperty(name="Control Forces", description="A steering force per vertex and frame",
                              default=False)
     opt_wind: BoolProperty(name="Wind", description="A uniform acceleration per frame", default=False)
-    force_magnitude: FloatProperty(name="Force Strength Penalty", default=1e-6, min=0.0)
-    force_smoothness: FloatProperty(name="Force Smoothness Penalty", default=1e-4, min=0.0)
-    max_iterations: IntProperty(name="Max Iterations", default=50, min=1, max=10000)
-    # live status
-    running: BoolProperty(default=False, options={"SKIP_SAVE"})
+    force_magnitude: FloatProperty(name="Force Strength Penalty", description="How much strong control forces "
+                                   "cost: higher keeps the motion closer to plain physics", default=1e-6, min=0.0)
+    force_smoothness: FloatProperty(name="Force Smoothness Penalty", description="How much forces changing "
+                                    "from frame to frame cost: higher gives calmer forces", default=1e-4, min=0.0)
+    max_iterations: IntProperty(name="Max Iterations", description="Optimizer iterations at most (each "
+                                "simulates the cloth a few times)", default=50, min=1, max=10000)
+
+
+class DiffClothRunState(bpy.types.PropertyGroup):
+    """The run in progress and the last run's figures: on the window manager, so neither saved in
+    the .blend nor rolled back by undo."""
+
+    running: BoolProperty(default=False)
+    cancel_requested: BoolProperty(default=False)
+    kind: StringProperty(default="")
+    progress: FloatProperty(name="Progress", default=0.0, min=0.0, max=1.0, subtype="FACTOR")
     iteration: IntProperty(default=0)
     loss: FloatProperty(default=0.0)
     normalized_loss: FloatProperty(default=0.0)
-    elapsed: FloatProperty(default=0.0, unit="TIME_ABSOLUTE")
+    elapsed: FloatProperty(default=0.0)
     status: StringProperty(default="")
 
 
-CLASSES = (DiffClothObjectSettings, DiffClothSceneSettings)
+CLASSES = (DiffClothObjectSettings, DiffClothSceneSettings, DiffClothRunState)
 
 
 def register():
@@ -86,9 +103,11 @@ def register():
         bpy.utils.register_class(cls)
     bpy.types.Object.diffcloth = PointerProperty(type=DiffClothObjectSettings)
     bpy.types.Scene.diffcloth = PointerProperty(type=DiffClothSceneSettings)
+    bpy.types.WindowManager.diffcloth = PointerProperty(type=DiffClothRunState)
 
 
 def unregister():
+    del bpy.types.WindowManager.diffcloth
     del bpy.types.Scene.diffcloth
     del bpy.types.Object.diffcloth
     for cls in reversed(CLASSES):

@@ -1,97 +1,185 @@
-"""The sidebar panel: View3D › Sidebar › DiffCloth."""
+"""Panels. Per object: Properties › Physics › DiffCloth, in sub-panels laid out like Blender's own
+Cloth panel. Per scene, the run: 3D Viewport › Sidebar › DiffCloth (colliders, targets and their
+frames, what to optimize, Optimize / Simulate / Cancel, progress and the live figures)."""
 
 import bpy
 
 from . import convert
 
 
-def _scene_summary(scene):
-    """(cloths, colliders, targets with frames) and why Optimize cannot run, if it cannot."""
-    objs = list(scene.objects)
-    cloths = [o for o in objs if o.diffcloth.role == "CLOTH"]
-    colliders = [o for o in objs if o.diffcloth.role in ("SPHERE", "PLANE")]
-    targets = [(o, sorted(convert.keyed_frames(o))) for o in objs if o.diffcloth.role == "TARGET"]
-    if not cloths:
-        why = "No cloth: set an object's role to Cloth"
-    elif len(cloths) > 1:
-        why = "Several cloths: run Optimize from a script with cloth=NAME"
-    elif not targets:
-        why = "No targets: add one with 'New Target from Cloth'"
-    elif not any(frames for _, frames in targets):
-        why = "No targets with keyframes: insert a keyframe on a target"
-    else:
-        why = ""
-    return cloths, colliders, targets, why
+class _Physics(bpy.types.Panel):
+    bl_space_type = "PROPERTIES"
+    bl_region_type = "WINDOW"
+    bl_context = "physics"
 
 
-class DIFFCLOTH_PT_main(bpy.types.Panel):
+class _RolePanel(_Physics):
+    """A sub-panel shown for one role."""
+
+    bl_parent_id = "DIFFCLOTH_PT_object"
+    role = ""
+    props: tuple[str, ...] = ()
+
+    @classmethod
+    def poll(cls, context):
+        return context.object is not None and context.object.diffcloth.role == cls.role
+
+    def draw(self, context):
+        layout = self.layout
+        layout.use_property_split = True
+        layout.use_property_decorate = False
+        for name in self.props:
+            layout.prop(context.object.diffcloth, name)
+
+
+class DIFFCLOTH_PT_object(_Physics):
     bl_label = "DiffCloth"
+
+    @classmethod
+    def poll(cls, context):
+        return context.object is not None
+
+    def draw(self, context):
+        layout = self.layout
+        layout.use_property_split = True
+        layout.use_property_decorate = False
+        s = context.object.diffcloth
+        layout.prop(s, "role")
+        if s.role == "SPHERE":
+            layout.label(text="Centre: object location; radius: farthest vertex (or empty size)", icon="INFO")
+        elif s.role == "PLANE":
+            layout.label(text="Through the object's location, normal along its local Z", icon="INFO")
+        elif s.role == "CLOTH" and context.object.type != "MESH":
+            layout.label(text="Only a mesh can be cloth", icon="ERROR")
+
+
+class DIFFCLOTH_PT_cloth_physical(_RolePanel):
+    bl_label = "Physical Properties"
+    role, props = "CLOTH", ("mass", "damping", "substeps")
+
+
+class DIFFCLOTH_PT_cloth_stiffness(_RolePanel):
+    bl_label = "Stiffness"
+    role, props = "CLOTH", ("tension", "bending")
+
+
+class DIFFCLOTH_PT_cloth_shape(_RolePanel):
+    bl_label = "Shape"
+    role = "CLOTH"
+
+    def draw(self, context):
+        layout = self.layout
+        layout.use_property_split = True
+        layout.use_property_decorate = False
+        layout.prop_search(context.object.diffcloth, "pin_group", context.object, "vertex_groups")
+
+
+class DIFFCLOTH_PT_cloth_collisions(_RolePanel):
+    bl_label = "Collisions"
+    role, props = "CLOTH", ("contact_stiffness", "thickness")
+
+
+class DIFFCLOTH_PT_target(_RolePanel):
+    bl_label = "Target"
+    role = "TARGET"
+
+    def draw(self, context):
+        layout = self.layout
+        layout.use_property_split = True
+        layout.use_property_decorate = False
+        obj = context.object
+        layout.prop(obj.diffcloth, "cloth")
+        layout.prop(obj.diffcloth, "weight")
+        if obj.type == "MESH":
+            layout.prop_search(obj.diffcloth, "weight_group", obj, "vertex_groups")
+        frames = sorted(convert.keyed_frames(obj))
+        layout.label(text=f"Keyed at {', '.join(map(str, frames))}" if frames else "No keyframes: insert one to "
+                     "make this pose a target", icon="KEYFRAME" if frames else "ERROR")
+
+
+class _Sidebar(bpy.types.Panel):
     bl_space_type = "VIEW_3D"
     bl_region_type = "UI"
     bl_category = "DiffCloth"
 
+
+class DIFFCLOTH_PT_main(_Sidebar):
+    bl_label = "DiffCloth"
+
     def draw(self, context):
         layout = self.layout
         scene = context.scene
-        settings = scene.diffcloth
-        obj = context.active_object
-        if obj is not None:
-            box = layout.box()
-            box.label(text=obj.name, icon="OBJECT_DATA")
-            s = obj.diffcloth
-            box.prop(s, "role")
-            if s.role == "CLOTH":
-                for name in ("mass", "tension", "bending", "damping", "substeps", "contact_stiffness", "thickness"):
-                    box.prop(s, name)
-                if obj.type == "MESH":
-                    box.prop_search(s, "pin_group", obj, "vertex_groups")
-            elif s.role == "TARGET":
-                box.prop(s, "cloth")
-                box.prop(s, "weight")
-                if obj.type == "MESH":
-                    box.prop_search(s, "weight_group", obj, "vertex_groups")
-
-        cloths, colliders, targets, why = _scene_summary(scene)
-        box = layout.box()
-        box.label(text="Colliders", icon="MESH_UVSPHERE")
-        for o in colliders:
-            box.label(text=f"{o.name} ({o.diffcloth.role.lower()})")
-        box.label(text="Targets", icon="KEYFRAME")
-        for o, frames in targets:
-            box.label(text=f"{o.name}: frames {', '.join(map(str, frames)) or 'none keyed'}")
-
-        box = layout.box()
-        box.label(text="Optimize", icon="MODIFIER")
-        box.prop(settings, "use_scene_range")
-        if not settings.use_scene_range:
-            row = box.row(align=True)
-            row.prop(settings, "frame_start")
-            row.prop(settings, "frame_end")
-        col = box.column(align=True)
-        for name in ("opt_tension", "opt_bending", "opt_velocity", "opt_velocity_per_vertex", "opt_forces", "opt_wind"):
-            col.prop(settings, name)
-        if settings.opt_forces or settings.opt_wind:
-            box.prop(settings, "force_magnitude")
-            box.prop(settings, "force_smoothness")
-        box.prop(settings, "max_iterations")
+        state = context.window_manager.diffcloth
+        objs = scene.objects
+        cloths = [o for o in objs if o.diffcloth.role == "CLOTH"]
+        active = context.active_object
+        cloth = active if active in cloths else (cloths[0] if len(cloths) == 1 else None)
+        col = layout.column()
+        if cloth is not None:
+            col.label(text=f"Cloth: {cloth.name}", icon="MOD_CLOTH")
+        elif cloths:
+            col.label(text=f"{len(cloths)} cloths: select the one to run", icon="INFO")
+        col.label(text="Colliders", icon="MESH_UVSPHERE")
+        for o in objs:
+            if o.diffcloth.role in ("SPHERE", "PLANE"):
+                col.label(text=f"    {o.name} ({o.diffcloth.role.lower()})")
+        col.label(text="Targets", icon="KEYFRAME")
+        for o in objs:
+            if o.diffcloth.role == "TARGET":
+                frames = sorted(convert.keyed_frames(o))
+                col.label(text=f"    {o.name}: {', '.join(map(str, frames)) or 'no keyframes'}")
 
         col = layout.column(align=True)
-        row = col.row()
-        row.enabled = not why and not settings.running
-        row.operator("diffcloth.optimize", icon="PLAY")
-        if why:
-            col.label(text=why, icon="INFO")
+        col.operator("diffcloth.optimize", icon="PLAY")
         row = col.row(align=True)
-        row.enabled = len(cloths) == 1 and not settings.running
-        row.operator("diffcloth.simulate")
-        row.operator("diffcloth.clear_bake")
+        row.operator("diffcloth.simulate", icon="PHYSICS")
+        row.operator("diffcloth.clear_bake", icon="X")
         col.operator("diffcloth.new_target", icon="DUPLICATE")
-
-        if settings.running or settings.iteration:
+        if state.running:
             box = layout.box()
-            box.label(text=f"{'Running' if settings.running else 'Last run'}: {settings.status}")
-            box.label(text=f"Iteration {settings.iteration}   loss {settings.loss:.4g}")
-            box.label(text=f"Normalized {settings.normalized_loss:.2e}   {settings.elapsed:.1f} s")
+            if hasattr(box, "progress"):  # UILayout.progress: Blender 4.0+
+                box.progress(factor=state.progress, text=f"{state.kind}: {state.status}")
+            else:
+                box.label(text=f"{state.kind}: {state.status}")
+            box.operator("diffcloth.cancel", icon="CANCEL")
+        if state.kind:
+            box = layout.box()
+            box.label(text=f"{'Running' if state.running else 'Last run'}: {state.kind}, {state.status}")
+            if state.kind == "Optimize":
+                box.label(text=f"Iteration {state.iteration}   loss {state.loss:.4g}")
+                box.label(text=f"{state.normalized_loss:.2e} of the start loss")
+            box.label(text=f"{state.elapsed:.1f} s")
+        stored = cloth.get(convert.RESULT_KEY) if cloth is not None else None
+        if stored:
+            box = layout.box()
+            box.label(text="Stored optimization", icon="CHECKMARK")
+            box.label(text=f"Loss {stored['initial_loss']:.4g} → {stored['loss']:.4g} in {stored['iterations']} "
+                      "iterations")
 
 
-CLASSES = (DIFFCLOTH_PT_main,)
+class DIFFCLOTH_PT_optimize(_Sidebar):
+    bl_label = "What May Change"
+    bl_parent_id = "DIFFCLOTH_PT_main"
+
+    def draw(self, context):
+        layout = self.layout
+        layout.use_property_split = True
+        layout.use_property_decorate = False
+        settings = context.scene.diffcloth
+        col = layout.column(heading="Optimize", align=True)
+        for name in ("opt_tension", "opt_bending", "opt_velocity", "opt_velocity_per_vertex", "opt_forces",
+                     "opt_wind"):
+            col.prop(settings, name)
+        if settings.opt_forces or settings.opt_wind:
+            layout.prop(settings, "force_magnitude")
+            layout.prop(settings, "force_smoothness")
+        layout.prop(settings, "max_iterations")
+        layout.prop(settings, "use_scene_range")
+        if not settings.use_scene_range:
+            col = layout.column(align=True)
+            col.prop(settings, "frame_start")
+            col.prop(settings, "frame_end", text="End")
+
+
+CLASSES = (DIFFCLOTH_PT_object, DIFFCLOTH_PT_cloth_physical, DIFFCLOTH_PT_cloth_stiffness, DIFFCLOTH_PT_cloth_shape,
+           DIFFCLOTH_PT_cloth_collisions, DIFFCLOTH_PT_target, DIFFCLOTH_PT_main, DIFFCLOTH_PT_optimize)

@@ -1,8 +1,12 @@
 """The add-on against the real Blender (bpy module): build scenes, run operators, read back."""
 
 import math
+import os
+import signal
 import subprocess
 import sys
+import time
+import types
 
 import numpy as np
 import pytest
@@ -227,7 +231,7 @@ def test_optimize_end_to_end(posed, blank):
     cloth, target = posed
     scene = blank.scene
     assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
-    assert scene.diffcloth.normalized_loss < 1e-6
+    assert blank.window_manager.diffcloth.normalized_loss < 1e-6
     assert cloth.diffcloth.tension == pytest.approx(10.0, rel=1e-3)
     names = [k.name for k in cloth.data.shape_keys.key_blocks]
     assert names[0] == "Basis" and names[1:] == [f"DiffCloth_f{f:04d}" for f in range(1, 12)]
@@ -254,21 +258,150 @@ def test_simulate_reproduces_optimized_forces(posed, blank):
     assert np.allclose(evaluated(cloth), after_optimize, atol=1e-6)
 
 
-def test_worker_cancel_keeps_best_and_scene_untouched(posed, blank):
-    from diffcloth.diffcloth_addon.runner import OptimizeRunner
-    import diffcloth.core as dc
+def operators():
+    from diffcloth.diffcloth_addon import operators as o
+    return o
 
+
+def runner():
+    from diffcloth.diffcloth_addon import runner as r
+    return r
+
+
+def untouched(cloth, tension):
+    keys = cloth.data.shape_keys
+    return cloth.diffcloth.tension == tension and (keys is None or not any(
+        k.name.startswith("DiffCloth_") for k in keys.key_blocks))
+
+
+def test_inline_cancel_keeps_best_and_scene_untouched(posed, blank):
     cloth, _ = posed
-    setup = convert().gather(blank)
     before = cloth.diffcloth.tension
-    runner = OptimizeRunner(setup.scene, setup.loss, [dc.GlobalStiffness()], 50)
-    runner.cancel.set()  # cancel arrives before the first iteration ends: stop after it
-    infos, done = runner.start().wait()
-    assert done and runner.error is None
-    assert runner.result.reason == "stopped" and len(infos) == 1
-    assert runner.result.loss <= runner.result.initial_loss
-    assert cloth.diffcloth.tension == before  # nothing written
-    assert not any(k.name.startswith("DiffCloth_") for k in cloth.data.shape_keys.key_blocks)
+    setup, job = operators().prepare(blank, "optimize")
+    run = runner().Inline(job)
+    run.cancel()  # cancel arrives before the first iteration ends: stop after it
+    infos, done = run.start().wait()
+    assert done and run.error is None
+    assert run.result.reason == "stopped" and len(infos) == 1
+    assert run.result.loss <= run.result.initial_loss
+    assert untouched(cloth, before)  # nothing written until finish()
+
+
+def test_worker_process_streams_progress_and_cancel_keeps_the_best(posed, blank):
+    cloth, _ = posed
+    s = blank.scene.diffcloth
+    s.opt_tension, s.opt_forces, s.force_smoothness, s.max_iterations = True, True, 1e-8, 400
+    before = cloth.diffcloth.tension
+    setup, job = operators().prepare(blank, "optimize")
+    run = runner().Process(job).start()
+    infos, done = [], False
+    while not infos and not done:
+        more, done = run.drain()
+        infos += more
+        time.sleep(0.02)
+    assert not done and infos[0]["iteration"] == 1  # progress arrives while the worker runs
+    run.cancel()
+    more, done = run.wait()
+    infos += more
+    assert done and run.error is None and run.result.reason == "stopped" and len(infos) < 400
+    assert run.result.loss <= min(i["loss"] for i in infos) * (1 + 1e-12)  # the best design seen
+    assert untouched(cloth, before)
+    operators().finish(blank, setup, run)  # the main thread writes it
+    assert not untouched(cloth, before)
+    blank.scene.frame_set(11)
+    assert np.allclose(evaluated(cloth), run.result.trajectory.x[-1], atol=1e-5)
+
+
+def test_worker_process_that_dies_or_fails_is_reported_and_nothing_is_written(posed, blank):
+    cloth, _ = posed
+    before = cloth.diffcloth.tension
+    blank.scene.diffcloth.max_iterations = 10000
+    setup, job = operators().prepare(blank, "optimize")
+    run = runner().Process(job).start()
+    os.kill(run.proc.pid, signal.SIGKILL)
+    _, done = run.wait()
+    assert done and run.result is None and "was killed (signal 9)" in run.error
+    with pytest.raises(convert().InputError, match="optimize of 'Cloth' failed: the worker process was killed"):
+        operators().finish(blank, setup, run)
+    assert untouched(cloth, before)
+    # a user mistake found in the worker (the simulation diverges) comes back as its message
+    cloth.diffcloth.tension, cloth.diffcloth.contact_stiffness = 1e9, 1e9
+    setup, job = operators().prepare(blank, "simulate")
+    run = runner().Process(job).start()
+    run.wait()
+    assert run.result is None and "diverged at frame" in run.error
+
+
+def test_worker_process_simulates(posed, blank):
+    cloth, _ = posed
+    setup, job = operators().prepare(blank, "simulate")
+    run = runner().Process(job).start()
+    run.wait()
+    assert run.error is None and run.result.shape == (11, len(cloth.data.vertices), 3)
+    inline = runner().Inline(job).start()
+    assert np.array_equal(run.result, inline.result)  # deterministic, the same solver in both
+
+
+def test_a_second_run_is_refused_while_one_is_going(posed, blank):
+    state = blank.window_manager.diffcloth
+    state.running = True
+    try:
+        assert "in progress" in ops_report(bpy.ops.diffcloth.optimize)
+        assert "in progress" in ops_report(bpy.ops.diffcloth.simulate)
+    finally:
+        state.running = False
+    assert "No DiffCloth run" in ops_report(bpy.ops.diffcloth.cancel)
+
+
+class Layout:
+    """Records what a panel draws; every property it shows must exist on the real data."""
+
+    def __init__(self):
+        self.shown = []
+
+    def __getattr__(self, name):  # row(), column(), box(), label(), separator(), operator(), …
+        return lambda *args, **kw: self
+
+    def prop(self, data, name, **kw):
+        assert name in data.bl_rna.properties, name
+        self.shown.append(name)
+        return self
+
+    def prop_search(self, data, name, search_data, search_name, **kw):
+        assert name in data.bl_rna.properties and search_name in search_data.bl_rna.properties
+        self.shown.append(name)
+
+
+def draw_all(context):
+    """Draw every panel whose poll passes for the context; the properties shown."""
+    from diffcloth.diffcloth_addon import ui
+    shown = []
+    for cls in ui.CLASSES:
+        if hasattr(cls, "poll") and not cls.poll(context):
+            continue
+        layout = Layout()
+        # draw() reads self.layout and the class's own attributes: run it on a stand-in instance
+        cls.draw(types.SimpleNamespace(layout=layout, props=getattr(cls, "props", ())), context)
+        shown += layout.shown
+    return shown
+
+
+def test_every_panel_draws_with_and_without_a_setup(posed, blank):
+    cloth, target = posed
+    blank.view_layer.objects.active = None
+    assert "role" not in draw_all(blank)  # no active object: only the scene's run
+    for obj, expected in ((cloth, {"role", "mass", "tension", "bending", "pin_group", "contact_stiffness"}),
+                          (target, {"role", "cloth", "weight", "weight_group"})):
+        blank.view_layer.objects.active = obj
+        assert expected <= set(draw_all(blank))
+    blank.scene.diffcloth.opt_forces = True
+    blank.window_manager.diffcloth.running = True
+    try:
+        assert {"force_magnitude", "force_smoothness", "max_iterations"} <= set(draw_all(blank))
+    finally:
+        blank.window_manager.diffcloth.running = False
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    draw_all(bpy.context)  # an empty scene
 
 
 def test_save_and_reopen_keeps_settings_and_bake(posed, blank, tmp_path):
@@ -359,7 +492,7 @@ def test_bad_input_reports_and_leaves_scene_untouched(blank, problem, message):
     assert message in str(out)
     assert snapshot == {o.name: (o.diffcloth.tension, o.data.shape_keys is None if o.type == "MESH" else None)
                         for o in scene.objects}
-    assert not scene.diffcloth.running
+    assert not blank.window_manager.diffcloth.running
 
 
 def test_addon_type_checks():

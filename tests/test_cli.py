@@ -83,7 +83,7 @@ def two_cloths(bpy):
 
 
 @pytest.mark.parametrize("edit,message", [(no_cloth, "no cloth: mark a mesh"),
-                                          (two_cloths, "several cloths (Cloth, Cloth.second): choose one")])
+                                          (two_cloths, "several cloths (Cloth, Cloth.second): make one active, or name one (--cloth NAME)")])
 def test_scene_without_a_single_cloth(cli, capsys, tmp_path_factory, tmp_path, edit, message):
     scene = saved_variant(tmp_path_factory.mktemp("scene"), edit)
     report = tmp_path / "report.json"

@@ -54,7 +54,7 @@ def fingerprint(path):
                                    for fc in action_fcurves(obj.animation_data) for k in fc.keyframe_points)
         objects[obj.name] = entry
     settings = {p.identifier: getattr(scene.diffcloth, p.identifier) for p in scene.diffcloth.bl_rna.properties
-                if p.identifier not in ("rna_type", "status", "iteration", "running", "loss", "normalized_loss")}
+                if p.identifier != "rna_type"}
     return objects, settings, scene["diffcloth_sample"], (scene.frame_start, scene.frame_end)
 
 

@@ -1,0 +1,66 @@
+"""A DiffCloth job (simulate or optimize) run by core, no bpy here: in Blender's own process for
+execute() (blender -b, scripts, tests), or in a worker process for the UI, where this file runs as
+a script under Blender's Python so the solver never holds Blender's GIL:
+
+    python worker.py ROOT PACKAGE JOB RESULT CANCEL
+
+ROOT is the extension's folder, loaded as the package PACKAGE (the name Blender gave it, so the
+pickled core objects of JOB resolve to the same classes); progress goes to stdout as one JSON
+object per line; the outcome is pickled to RESULT ({"result": …} or {"error": message}); the run
+stops, keeping the best design, once the file CANCEL exists.
+"""
+
+import importlib.util
+import json
+import os
+import pickle
+import sys
+import types
+
+
+def run(core, job, report, cancelled):
+    """The job's result: the frames' positions (simulate) or core's OptimizeResult with the best
+    design's frames as result.trajectory.x (optimize)."""
+    if job["kind"] == "simulate":
+        return core.simulate(job["scene"]).x
+    result = core.optimize(job["scene"], job["loss"], job["params"], max_iter=job["max_iter"],
+                           callback=lambda info: report(info) or cancelled())
+    result.trajectory = types.SimpleNamespace(x=core.simulate(result.scene).x)
+    return result
+
+
+def progress_line(info):
+    """The scalars of a progress dict, as one line of JSON."""
+    return json.dumps({k: v for k, v in info.items() if isinstance(v, (int, float, str))})
+
+
+def _load_core(root, package):
+    """Import ROOT as PACKAGE (with empty parents, e.g. bl_ext.user_default) and return its core."""
+    parts = package.split(".")
+    for i in range(1, len(parts)):
+        sys.modules.setdefault(".".join(parts[:i]), types.ModuleType(".".join(parts[:i])))
+    spec = importlib.util.spec_from_file_location(package, os.path.join(root, "__init__.py"),
+                                                  submodule_search_locations=[root])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[package] = module
+    spec.loader.exec_module(module)
+    return importlib.import_module(package + ".core")
+
+
+def main(argv):
+    root, package, job_path, result_path, cancel_path = argv
+    core = _load_core(root, package)
+    with open(job_path, "rb") as f:
+        job = pickle.load(f)
+    try:
+        out = {"result": run(core, job, lambda info: print(progress_line(info), flush=True),
+                             lambda: os.path.exists(cancel_path))}
+    except (ValueError, core.SimulationError) as err:
+        out = {"error": str(err)}
+    with open(result_path + ".tmp", "wb") as f:
+        pickle.dump(out, f, protocol=pickle.HIGHEST_PROTOCOL)
+    os.replace(result_path + ".tmp", result_path)  # whole or absent
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
