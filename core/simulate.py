@@ -48,8 +48,9 @@ def _keep(factor, kept):
 
 
 @one_blas_thread
-def simulate(scene):
-    """Run the scene; raises SimulationError naming the frame if a step diverges."""
+def simulate(scene, progress=None):
+    """Run the scene; raises SimulationError naming the frame if a step diverges.
+    progress(frames_done, frames) is called after every frame."""
     model = Model(scene)
     stepper = Stepper(model)
     ns, h = scene.n_steps, scene.h
@@ -69,5 +70,7 @@ def simulate(scene):
         vs[s + 1] = (y - xs[s]) / h
         stats.iterations[s], stats.residual[s], stats.converged[s] = it, res, ok
         factors.append(_keep(stepper.factor, kept))
+        if progress is not None and (s + 1) % scene.substeps == 0:
+            progress((s + 1) // scene.substeps, scene.steps)
     stats.factorizations = stepper.factorizations
     return Trajectory(scene, xs, vs, stats, factors)

@@ -83,10 +83,12 @@ class _Run(_ClothName, bpy.types.Operator):
     def _progress(self, context, infos):
         state = context.window_manager.diffcloth
         for info in infos:
-            state.iteration, state.loss, state.normalized_loss = info["iteration"], info["loss"], info["normalized_loss"]
-            state.status = "running"
-        if self.kind == "optimize":
-            state.progress = min(state.iteration / max(context.scene.diffcloth.max_iterations, 1), 1.0)
+            if self.kind == "simulate":
+                state.progress, state.status = info["frame"] / info["frames"], f"frame {info['frame']} of {info['frames']}"
+            else:
+                state.iteration, state.loss, state.normalized_loss = info["iteration"], info["loss"], info["normalized_loss"]
+                state.progress = min(state.iteration / max(context.scene.diffcloth.max_iterations, 1), 1.0)
+                state.status = f"iteration {state.iteration}"
         state.elapsed = time.perf_counter() - self.started
 
     def _end(self, context):
@@ -145,7 +147,7 @@ class _Run(_ClothName, bpy.types.Operator):
         infos, done = self.run.drain()
         self._progress(context, infos)
         what = (f"iteration {state.iteration}, loss {state.loss:.4g} ({state.normalized_loss:.2e} of start)"
-                if self.kind == "optimize" else "simulating")
+                if self.kind == "optimize" else state.status)
         context.workspace.status_text_set(f"DiffCloth {state.kind}: {what}, {state.elapsed:.0f} s — Esc to stop")
         for area in context.screen.areas:
             area.tag_redraw()

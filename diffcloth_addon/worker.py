@@ -22,7 +22,7 @@ def run(core, job, report, cancelled):
     """The job's result: the frames' positions (simulate) or core's OptimizeResult with the best
     design's frames as result.trajectory.x (optimize)."""
     if job["kind"] == "simulate":
-        return core.simulate(job["scene"]).x
+        return core.simulate(job["scene"], lambda done, frames: report({"frame": done, "frames": frames})).x
     result = core.optimize(job["scene"], job["loss"], job["params"], max_iter=job["max_iter"],
                            callback=lambda info: report(info) or cancelled())
     result.trajectory = types.SimpleNamespace(x=core.simulate(result.scene).x)

@@ -336,8 +336,9 @@ def test_worker_process_simulates(posed, blank):
     cloth, _ = posed
     setup, job = operators().prepare(blank, "simulate")
     run = runner().Process(job).start()
-    run.wait()
+    infos, _ = run.wait()
     assert run.error is None and run.result.shape == (11, len(cloth.data.vertices), 3)
+    assert [(i["frame"], i["frames"]) for i in infos] == [(f, 10) for f in range(1, 11)]
     inline = runner().Inline(job).start()
     assert np.array_equal(run.result, inline.result)  # deterministic, the same solver in both
 
