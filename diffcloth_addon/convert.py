@@ -322,34 +322,49 @@ def params_from_settings(settings, setup):
     return params
 
 
+def stored_array(stored, key, size):
+    """A stored result's array (read in place from Blender's compact double array), or None if
+    absent or no longer of that size (the mesh or frame range changed since)."""
+    value = stored.get(key) if stored else None
+    if value is None:
+        return None
+    arr = np.asarray(value, dtype=np.float64).ravel()
+    return arr if arr.size == size else None
+
+
 def apply_stored_result(setup):
-    """A scene reproducing the last optimization's per-vertex/per-frame results, where they still fit."""
+    """The scene with the last optimization's design (stiffness, initial velocities, control
+    forces) wherever it still fits: Simulate reproduces the optimized motion, Optimize continues
+    from it."""
     stored = setup.cloth_obj.get(RESULT_KEY)
     sc = setup.scene
-    if not stored:
-        return sc
-    changes = {}
-    n, steps = sc.cloth.n, sc.steps
-    v0 = np.asarray(stored.get("v0", []), dtype=np.float64)
-    if v0.size == 3 * n:
+    cloth, n, steps = sc.cloth, sc.cloth.n, sc.steps
+    stiffness = {k: v for k, v in (("k_tension", stored_array(stored, "k_tension", cloth.n_tension)),
+                                   ("k_bending", stored_array(stored, "k_bending", cloth.n_bending)))
+                 if v is not None}
+    changes = {"cloth": cloth.replace(**stiffness)} if stiffness else {}
+    v0 = stored_array(stored, "v0", n * 3)
+    if v0 is not None:
         changes["v0"] = v0.reshape(n, 3)
-    forces = np.asarray(stored.get("forces", []), dtype=np.float64)
-    if forces.size == steps * n * 3:
+    forces = stored_array(stored, "forces", steps * n * 3)
+    if forces is not None:
         changes["forces"] = forces.reshape(steps, n, 3)
     return sc.replace(**changes) if changes else sc
 
 
 def store_result(setup, result):
-    """Write the optimized values to the cloth's settings and a custom property (saved in the .blend)."""
-    obj = setup.cloth_obj
+    """Keep the optimized design on the cloth, apart from the artist's settings (Apply copies the
+    stiffness over): arrays as Blender's compact double arrays, saved in the .blend."""
     sc = result.scene
-    k_t, k_b = sc.cloth.k_tension, sc.cloth.k_bending
-    if np.ptp(k_t) == 0:
-        obj.diffcloth.tension = float(k_t[0])
-    if len(k_b) and np.ptp(k_b) == 0:
-        obj.diffcloth.bending = float(k_b[0] / setup.bending_scale)
-    stored = {"v0": sc.v0.ravel().tolist(), "loss": float(result.loss),
-              "initial_loss": float(result.initial_loss), "iterations": len(result.history)}
+    stored = {"k_tension": sc.cloth.k_tension, "k_bending": sc.cloth.k_bending, "v0": sc.v0.ravel(),
+              "bending_scale": setup.bending_scale, "loss": float(result.loss),
+              "initial_loss": float(result.initial_loss), "iterations": len(result.history), "reason": result.reason}
     if sc.forces is not None:
-        stored["forces"] = sc.forces.ravel().tolist()
-    obj[RESULT_KEY] = stored
+        stored["forces"] = sc.forces.ravel()
+    setup.cloth_obj[RESULT_KEY] = stored
+
+
+def uniform(stored, key):
+    """The stored stiffness as one value if it is uniform, else None."""
+    arr = stored_array(stored, key, len(stored[key])) if stored and key in stored else None
+    return float(arr[0]) if arr is not None and len(arr) and np.ptp(arr) == 0 else None

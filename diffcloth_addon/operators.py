@@ -227,6 +227,44 @@ class DIFFCLOTH_OT_clear_bake(_OnCloth, bpy.types.Operator):
         return {"FINISHED"}
 
 
+class DIFFCLOTH_OT_apply_result(_OnCloth, bpy.types.Operator):
+    """Make the optimized stiffness the cloth's own Tension and Bending settings"""
+
+    bl_idname = "diffcloth.apply_result"
+    bl_label = "Apply Optimized Stiffness"
+    bl_options = {"REGISTER", "UNDO"}
+
+    def run(self, context, obj):
+        stored = obj.get(convert.RESULT_KEY)
+        if not stored:
+            return _fail(self, f"cloth '{obj.name}' has no stored optimization")
+        tension, bending = convert.uniform(stored, "k_tension"), convert.uniform(stored, "k_bending")
+        if tension is None and bending is None:
+            return _fail(self, f"the optimized stiffness of '{obj.name}' varies per spring: no single setting holds "
+                         "it (Simulate uses it from the stored result)")
+        if tension is not None:
+            obj.diffcloth.tension = tension
+        if bending is not None:
+            obj.diffcloth.bending = bending / stored["bending_scale"]
+        self.report({"INFO"}, f"'{obj.name}': tension {obj.diffcloth.tension:.4g}, bending {obj.diffcloth.bending:.4g}")
+        return {"FINISHED"}
+
+
+class DIFFCLOTH_OT_discard_result(_OnCloth, bpy.types.Operator):
+    """Forget the stored optimization: Simulate and Optimize start from the cloth's own settings again (the bake stays until cleared)"""
+
+    bl_idname = "diffcloth.discard_result"
+    bl_label = "Discard Result"
+    bl_options = {"REGISTER", "UNDO"}
+
+    def run(self, context, obj):
+        if convert.RESULT_KEY not in obj.keys():
+            return _fail(self, f"cloth '{obj.name}' has no stored optimization")
+        del obj[convert.RESULT_KEY]
+        self.report({"INFO"}, f"Discarded the optimization stored on '{obj.name}'")
+        return {"FINISHED"}
+
+
 class DIFFCLOTH_OT_new_target(_OnCloth, bpy.types.Operator):
     """Copy the cloth as it looks at the current frame into a new Target, keyed at this frame, ready to pose"""
 
@@ -251,5 +289,5 @@ class DIFFCLOTH_OT_new_target(_OnCloth, bpy.types.Operator):
 
 
 CLASSES = (DIFFCLOTH_OT_simulate, DIFFCLOTH_OT_optimize, DIFFCLOTH_OT_cancel, DIFFCLOTH_OT_clear_bake,
-           DIFFCLOTH_OT_new_target)
+           DIFFCLOTH_OT_apply_result, DIFFCLOTH_OT_discard_result, DIFFCLOTH_OT_new_target)
 

@@ -2,7 +2,10 @@
 Cloth panel. Per scene, the run: 3D Viewport › Sidebar › DiffCloth (colliders, targets and their
 frames, what to optimize, Optimize / Simulate / Cancel, progress and the live figures)."""
 
+import math
+
 import bpy
+import numpy as np
 
 from . import convert
 
@@ -149,12 +152,28 @@ class DIFFCLOTH_PT_main(_Sidebar):
                 box.label(text=f"Iteration {state.iteration}   loss {state.loss:.4g}")
                 box.label(text=f"{state.normalized_loss:.2e} of the start loss")
             box.label(text=f"{state.elapsed:.1f} s")
-        stored = cloth.get(convert.RESULT_KEY) if cloth is not None else None
-        if stored:
-            box = layout.box()
-            box.label(text="Stored optimization", icon="CHECKMARK")
-            box.label(text=f"Loss {stored['initial_loss']:.4g} → {stored['loss']:.4g} in {stored['iterations']} "
-                      "iterations")
+        if cloth is not None and cloth.get(convert.RESULT_KEY):
+            _draw_result(layout.box(), cloth, cloth[convert.RESULT_KEY])
+
+
+def _draw_result(box, cloth, stored):
+    """The optimized design kept on the cloth, beside the artist's own settings."""
+    box.label(text="Optimized (used by Simulate)", icon="CHECKMARK")
+    box.label(text=f"Loss {stored['initial_loss']:.4g} → {stored['loss']:.4g}, {stored['iterations']} iterations")
+    for key, name, mine, scale in (("k_tension", "Tension", cloth.diffcloth.tension, 1.0),
+                                   ("k_bending", "Bending", cloth.diffcloth.bending, stored["bending_scale"])):
+        value = convert.uniform(stored, key)
+        if value is None:
+            box.label(text=f"{name}: per spring ({len(stored[key])} values)")
+        elif not math.isclose(value / scale, mine, rel_tol=1e-6):
+            box.label(text=f"{name}: {value / scale:.4g} (yours {mine:.4g})")
+    if np.any(np.asarray(stored["v0"])):
+        box.label(text="Initial velocities")
+    if "forces" in stored.keys():
+        box.label(text=f"Control forces ({len(stored['forces']) // (3 * len(cloth.data.vertices))} frames)")
+    row = box.row(align=True)
+    row.operator("diffcloth.apply_result")
+    row.operator("diffcloth.discard_result")
 
 
 class DIFFCLOTH_PT_optimize(_Sidebar):

@@ -232,6 +232,10 @@ def test_optimize_end_to_end(posed, blank):
     scene = blank.scene
     assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
     assert blank.window_manager.diffcloth.normalized_loss < 1e-6
+    # the optimized stiffness is kept apart from the artist's until applied
+    assert cloth.diffcloth.tension == 4.0
+    assert convert().uniform(cloth["diffcloth_result"], "k_tension") == pytest.approx(10.0, rel=1e-3)
+    assert bpy.ops.diffcloth.apply_result() == {"FINISHED"}
     assert cloth.diffcloth.tension == pytest.approx(10.0, rel=1e-3)
     names = [k.name for k in cloth.data.shape_keys.key_blocks]
     assert names[0] == "Basis" and names[1:] == [f"DiffCloth_f{f:04d}" for f in range(1, 12)]
@@ -244,6 +248,8 @@ def test_optimize_end_to_end(posed, blank):
     assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
     assert len(cloth.data.shape_keys.key_blocks) == 12
     assert "diffcloth_result" in cloth.keys()
+    assert bpy.ops.diffcloth.discard_result() == {"FINISHED"} and "diffcloth_result" not in cloth.keys()
+    assert "no stored optimization" in ops_report(bpy.ops.diffcloth.apply_result)
 
 
 def test_simulate_reproduces_optimized_forces(posed, blank):
@@ -251,6 +257,8 @@ def test_simulate_reproduces_optimized_forces(posed, blank):
     s = blank.scene.diffcloth
     s.opt_tension, s.opt_forces, s.max_iterations = False, True, 5
     assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
+    forces = cloth["diffcloth_result"]["forces"]  # stored as Blender's compact double array, not a list
+    assert type(forces).__name__ == "IDPropertyArray" and forces.typecode == "d" and len(forces) == 10 * 36 * 3
     blank.scene.frame_set(11)
     after_optimize = evaluated(cloth)
     assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
@@ -419,7 +427,8 @@ def test_save_and_reopen_keeps_settings_and_bake(posed, blank, tmp_path):
     cloth = bpy.data.objects["Cloth"]
     assert bpy.context.scene.diffcloth.max_iterations == 7
     assert cloth.diffcloth.role == "CLOTH" and cloth.diffcloth.substeps == 2
-    assert cloth.diffcloth.tension == pytest.approx(10.0, rel=1e-3)
+    assert cloth.diffcloth.tension == 4.0  # the artist's, and the optimized one stored apart:
+    assert convert().uniform(cloth["diffcloth_result"], "k_tension") == pytest.approx(10.0, rel=1e-3)
     bpy.context.scene.frame_set(11)
     assert np.allclose(evaluated(cloth), baked, atol=1e-6)
 
