@@ -203,8 +203,10 @@ class DIFFCLOTH_OT_cancel(bpy.types.Operator):
         return {"FINISHED"}
 
 
-class _OnCloth(_ClothName):
-    """Operators acting on one cloth: the named one, or the scene's only cloth."""
+class _OnCloth(_ClothName, bpy.types.Operator):
+    """Operators acting on one cloth: the named one, the active one, or the scene's only cloth."""
+
+    bl_options = {"REGISTER", "UNDO"}
 
     def execute(self, context):
         try:
@@ -214,12 +216,11 @@ class _OnCloth(_ClothName):
         return self.run(context, obj)
 
 
-class DIFFCLOTH_OT_clear_bake(_OnCloth, bpy.types.Operator):
+class DIFFCLOTH_OT_clear_bake(_OnCloth):
     """Remove DiffCloth's baked shape keys from the cloth (the Basis and other keys stay)"""
 
     bl_idname = "diffcloth.clear_bake"
     bl_label = "Clear Bake"
-    bl_options = {"REGISTER", "UNDO"}
 
     def run(self, context, obj):
         removed = bake.clear_bake(obj)
@@ -227,12 +228,11 @@ class DIFFCLOTH_OT_clear_bake(_OnCloth, bpy.types.Operator):
         return {"FINISHED"}
 
 
-class DIFFCLOTH_OT_apply_result(_OnCloth, bpy.types.Operator):
+class DIFFCLOTH_OT_apply_result(_OnCloth):
     """Make the optimized stiffness the cloth's own Tension and Bending settings"""
 
     bl_idname = "diffcloth.apply_result"
     bl_label = "Apply Optimized Stiffness"
-    bl_options = {"REGISTER", "UNDO"}
 
     def run(self, context, obj):
         stored = obj.get(convert.RESULT_KEY)
@@ -250,12 +250,11 @@ class DIFFCLOTH_OT_apply_result(_OnCloth, bpy.types.Operator):
         return {"FINISHED"}
 
 
-class DIFFCLOTH_OT_discard_result(_OnCloth, bpy.types.Operator):
+class DIFFCLOTH_OT_discard_result(_OnCloth):
     """Forget the stored optimization: Simulate and Optimize start from the cloth's own settings again (the bake stays until cleared)"""
 
     bl_idname = "diffcloth.discard_result"
     bl_label = "Discard Result"
-    bl_options = {"REGISTER", "UNDO"}
 
     def run(self, context, obj):
         if convert.RESULT_KEY not in obj.keys():
@@ -265,12 +264,11 @@ class DIFFCLOTH_OT_discard_result(_OnCloth, bpy.types.Operator):
         return {"FINISHED"}
 
 
-class DIFFCLOTH_OT_new_target(_OnCloth, bpy.types.Operator):
+class DIFFCLOTH_OT_new_target(_OnCloth):
     """Copy the cloth as it looks at the current frame into a new Target, keyed at this frame, ready to pose"""
 
     bl_idname = "diffcloth.new_target"
     bl_label = "New Target from Cloth"
-    bl_options = {"REGISTER", "UNDO"}
 
     def run(self, context, cloth):
         frame = context.scene.frame_current

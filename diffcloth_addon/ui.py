@@ -10,6 +10,13 @@ import numpy as np
 from . import convert
 
 
+def _split(layout):
+    """Labels left, values right, no animation decorators: Blender's property-panel layout."""
+    layout.use_property_split = True
+    layout.use_property_decorate = False
+    return layout
+
+
 class _Physics(bpy.types.Panel):
     bl_space_type = "PROPERTIES"
     bl_region_type = "WINDOW"
@@ -28,9 +35,7 @@ class _RolePanel(_Physics):
         return context.object is not None and context.object.diffcloth.role == cls.role
 
     def draw(self, context):
-        layout = self.layout
-        layout.use_property_split = True
-        layout.use_property_decorate = False
+        layout = _split(self.layout)
         for name in self.props:
             layout.prop(context.object.diffcloth, name)
 
@@ -43,9 +48,7 @@ class DIFFCLOTH_PT_object(_Physics):
         return context.object is not None
 
     def draw(self, context):
-        layout = self.layout
-        layout.use_property_split = True
-        layout.use_property_decorate = False
+        layout = _split(self.layout)
         s = context.object.diffcloth
         layout.prop(s, "role")
         if s.role == "SPHERE":
@@ -71,9 +74,7 @@ class DIFFCLOTH_PT_cloth_shape(_RolePanel):
     role = "CLOTH"
 
     def draw(self, context):
-        layout = self.layout
-        layout.use_property_split = True
-        layout.use_property_decorate = False
+        layout = _split(self.layout)
         layout.prop_search(context.object.diffcloth, "pin_group", context.object, "vertex_groups")
 
 
@@ -87,9 +88,7 @@ class DIFFCLOTH_PT_target(_RolePanel):
     role = "TARGET"
 
     def draw(self, context):
-        layout = self.layout
-        layout.use_property_split = True
-        layout.use_property_decorate = False
+        layout = _split(self.layout)
         obj = context.object
         layout.prop(obj.diffcloth, "cloth")
         layout.prop(obj.diffcloth, "weight")
@@ -181,9 +180,7 @@ class DIFFCLOTH_PT_optimize(_Sidebar):
     bl_parent_id = "DIFFCLOTH_PT_main"
 
     def draw(self, context):
-        layout = self.layout
-        layout.use_property_split = True
-        layout.use_property_decorate = False
+        layout = _split(self.layout)
         settings = context.scene.diffcloth
         col = layout.column(heading="Optimize", align=True)
         for name in ("opt_tension", "opt_bending", "opt_velocity", "opt_velocity_per_vertex", "opt_forces",
