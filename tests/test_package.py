@@ -67,6 +67,28 @@ def test_installed_copy_optimizes_with_bundled_wheels(built_zip, tmp_path):
     assert data["initial_loss"] / data["final_loss"] > 1e2 and output.stat().st_size > 0
 
 
+def test_installed_copy_runs_its_worker_process(built_zip, tmp_path):
+    """The UI path: the installed extension (package bl_ext.user_default.diffcloth) starts its worker
+    under this Python, which loads the same package and simulates the sample scene."""
+    user = tmp_path / "blender_user"
+    user.mkdir()
+    code = f"""
+import bpy, importlib
+bpy.ops.extensions.package_install_files(filepath={str(built_zip)!r}, repo="user_default", enable_on_install=True)
+bpy.ops.wm.open_mainfile(filepath={str(REPO / "sample_scenes" / "hanging_cloth.blend")!r})
+ops = importlib.import_module("bl_ext.user_default.diffcloth.diffcloth_addon.operators")
+runner = importlib.import_module("bl_ext.user_default.diffcloth.diffcloth_addon.runner")
+setup, job = ops.prepare(bpy.context, "simulate")
+run = runner.Process(job).start()
+infos, _ = run.wait()
+print("worker", run.error, run.result.shape, len(infos))
+"""
+    run = subprocess.run([sys.executable, "-c", code], env={**os.environ, "BLENDER_USER_RESOURCES": str(user)},
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "worker None (41, 144, 3) 40" in run.stdout  # 40 frames of a 12×12 cloth, one report each
+
+
 def test_refuses_to_touch_the_real_user_directory(built_zip):
     env = {k: v for k, v in os.environ.items() if k != "BLENDER_USER_RESOURCES"}
     run = subprocess.run([sys.executable, str(REPO / "scripts" / "run_installed.py"), str(built_zip), "optimize"],
