@@ -14,10 +14,10 @@ from .losses import KeyframeLoss
 
 __all__ += ["Gradient", "KeyframeLoss", "value_and_grad"]
 from .optimize import OptimizeResult, optimize
-from .params import (PARAM_NAMES, ControlForces, GlobalStiffness, InitialRotation, InitialVelocity, Param,
-                     SpringStiffness, Wind, make_param)
+from .params import (PARAM_NAMES, ControlForces, GlobalStiffness, InitialRotation, InitialVelocity, KeyedForces,
+                     Param, SpringStiffness, Wind, make_param)
 
-__all__ += ["ControlForces", "GlobalStiffness", "InitialRotation", "InitialVelocity", "OptimizeResult",
+__all__ += ["ControlForces", "GlobalStiffness", "InitialRotation", "InitialVelocity", "KeyedForces", "OptimizeResult",
             "PARAM_NAMES", "Param", "SpringStiffness", "Wind", "make_param", "optimize"]
 from .gradcheck import check_gradient
 

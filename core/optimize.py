@@ -7,7 +7,7 @@ from scipy.optimize import minimize
 
 from .adjoint import value_and_grad
 from .integrator import SimulationError
-from .params import Design
+from .params import Acceleration, Design
 from .threads import one_blas_thread
 
 
@@ -52,6 +52,8 @@ def optimize(scene, loss, params, max_iter=100, callback=None, gtol=1e-10, ftol=
     """
     loss.check(scene.cloth.n, scene.steps)
     design = Design(scene, params)
+    if set(loss.targets) | set(loss.velocity_targets) <= {0} and any(isinstance(p, Acceleration) for p in design.params):
+        raise ValueError("the targets are all at frame 0, before any control force acts: nothing to control")
     f = objective(design, loss)
     start = time.perf_counter()
     best = {"loss": np.inf, "theta": design.theta0.copy()}

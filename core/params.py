@@ -175,7 +175,7 @@ class InitialRotation(Param):
         return {"rotation_deg": float(np.degrees(theta[0]))}
 
 
-class _Acceleration(Param):
+class Acceleration(Param):
     """Per-frame control accelerations with magnitude and temporal-smoothness regularizers."""
 
     def __init__(self, magnitude=0.0, smoothness=0.0, bounds=None):
@@ -198,7 +198,7 @@ class _Acceleration(Param):
         return value, grad.ravel()
 
 
-class ControlForces(_Acceleration):
+class ControlForces(Acceleration):
     """A control acceleration per frame and vertex (force = vertex mass × θ)."""
 
     name = "forces"
@@ -219,7 +219,7 @@ class ControlForces(_Acceleration):
         return {"control_acceleration": theta.copy()}
 
 
-class Wind(_Acceleration):
+class Wind(Acceleration):
     """A uniform acceleration per frame acting on every vertex (force = vertex mass × θ_f)."""
 
     name = "wind"
@@ -240,6 +240,75 @@ class Wind(_Acceleration):
         return {"wind_acceleration": theta.reshape(-1, 3).copy()}
 
 
+class KeyedForces(Acceleration):
+    """Control accelerations at keys `every` seconds apart (the first at the start, the last at the
+    end, evenly spread), linearly interpolated to every frame's midpoint (force = vertex mass ×
+    acceleration). θ: (keys, n, 3) in m/s². A few keys per second steer the cloth with a
+    hundredth of the per-frame unknowns, and the motion they give is smooth by construction.
+    The regularizers integrate over time, magnitude·∫‖a‖²dt/n and smoothness·∫‖ȧ‖²dt/n, so their
+    weights mean the same at any frame rate, key spacing and mesh resolution."""
+
+    name = "keyed_forces"
+
+    def __init__(self, every=0.25, magnitude=0.0, smoothness=0.0, bounds=None):
+        super().__init__(magnitude, smoothness, bounds)
+        if not (np.isfinite(every) and every > 0):
+            raise ValueError(f"{self.name}: the key spacing must be positive seconds, got {every}")
+        self.every = float(every)
+
+    def key_times(self, scene):
+        duration = scene.steps * scene.dt
+        count = int(np.ceil(duration / self.every * (1 - 1e-9))) + 1
+        if count > scene.steps:
+            raise ValueError(f"{self.name}: keys every {self.every:g} s give {count} keys for {scene.steps} frames; "
+                             f"space them at least {duration / (scene.steps - 1) if scene.steps > 1 else duration:g} s "
+                             "apart" if scene.steps > 1 else f"{self.name}: one frame leaves nothing to key")
+        return np.linspace(0.0, duration, count)
+
+    def weights(self, scene):
+        """(frames, keys): each frame's acceleration from the keys around its midpoint."""
+        times = self.key_times(scene)
+        mid = (np.arange(scene.steps) + 0.5) * scene.dt
+        j = np.clip(np.searchsorted(times, mid, side="right") - 1, 0, len(times) - 2)
+        w = (mid - times[j]) / (times[j + 1] - times[j])
+        out = np.zeros((scene.steps, len(times)))
+        out[np.arange(scene.steps), j] = 1 - w
+        out[np.arange(scene.steps), j + 1] = w
+        return out
+
+    def _shape(self, theta, scene):
+        return theta.reshape(-1, scene.cloth.n, 3)
+
+    def initial(self, scene):
+        return np.zeros(len(self.key_times(scene)) * scene.cloth.n * 3)
+
+    def apply(self, theta, design, scene):
+        accel = np.einsum("fk,kni->fni", self.weights(scene), self._shape(theta, scene))
+        design["forces"] = design["forces"] + scene.cloth.masses[:, None] * accel
+
+    def pullback(self, theta, grad, design, scene):
+        return np.einsum("fk,fni->kni", self.weights(scene), grad.forces * scene.cloth.masses[:, None]).ravel()
+
+    def regularizer(self, theta, scene):
+        a = self._shape(theta, scene)
+        times = self.key_times(scene)
+        gaps = np.diff(times)
+        span = np.r_[gaps, 0.0] / 2 + np.r_[0.0, gaps] / 2  # trapezoid: ∫‖a‖² over piecewise-linear a
+        n = scene.cloth.n
+        value = self.magnitude / n * float(np.einsum("k,kni,kni->", span, a, a))
+        grad = 2 * self.magnitude / n * span[:, None, None] * a
+        da = np.diff(a, axis=0) / gaps[:, None, None]  # ȧ on each interval
+        value += self.smoothness / n * float(np.einsum("k,kni,kni->", gaps, da, da))
+        g = 2 * self.smoothness / n * da
+        grad[1:] += g
+        grad[:-1] -= g
+        return value, grad.ravel()
+
+    def describe(self, theta):
+        return {"control_acceleration_keys": theta.reshape(-1, 3).copy(),
+                "max_control_g": float(np.linalg.norm(theta.reshape(-1, 3), axis=1).max(initial=0.0) / 9.81)}
+
+
 _BY_NAME = {
     "k_tension": lambda **kw: GlobalStiffness(tension=True, bending=False, **kw),
     "k_bending": lambda **kw: GlobalStiffness(tension=False, bending=True, **kw),
@@ -250,6 +319,7 @@ _BY_NAME = {
     "v0_per_vertex": lambda **kw: InitialVelocity(per_vertex=True, **kw),
     "rotation": InitialRotation,
     "forces": ControlForces,
+    "keyed_forces": KeyedForces,
     "wind": Wind,
 }
 

@@ -313,7 +313,14 @@ def params_from_settings(settings, setup):
         params.append(dc.InitialVelocity(per_vertex=True))
     elif settings.opt_velocity:
         params.append(dc.InitialVelocity())
-    if settings.opt_forces:
+    if settings.opt_forces and settings.force_basis == "KEYS":
+        keyed = dc.KeyedForces(settings.force_key_spacing, settings.force_magnitude, settings.force_smoothness)
+        try:
+            keyed.size(setup.scene)
+        except ValueError as err:
+            raise InputError(f"Force Key Spacing: {str(err).split(': ', 1)[1]}") from None
+        params.append(keyed)
+    elif settings.opt_forces:
         params.append(dc.ControlForces(settings.force_magnitude, settings.force_smoothness))
     if settings.opt_wind:
         params.append(dc.Wind(settings.force_magnitude, settings.force_smoothness))

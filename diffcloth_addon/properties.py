@@ -72,6 +72,12 @@ class DiffClothSceneSettings(bpy.types.PropertyGroup):
     opt_forces: BoolProperty(name="Control Forces", description="A steering force per vertex and frame",
                              default=False)
     opt_wind: BoolProperty(name="Wind", description="A uniform acceleration per frame", default=False)
+    force_basis: EnumProperty(name="Force Basis", description="How control forces may vary in time", items=[
+        ("KEYS", "Keys", "Smooth forces, linear between keys a Force Key Spacing apart: few unknowns, quick to converge"),
+        ("FRAMES", "Every Frame", "A force per vertex and frame: many unknowns, slow to converge, can jitter")],
+        default="KEYS")
+    force_key_spacing: FloatProperty(name="Force Key Spacing", description="Time between control-force keys",
+                                     default=0.25, min=1e-3, soft_max=2.0, unit="TIME_ABSOLUTE")
     force_magnitude: FloatProperty(name="Force Strength Penalty", description="How much strong control forces "
                                    "cost: higher keeps the motion closer to plain physics", default=1e-6, min=0.0)
     force_smoothness: FloatProperty(name="Force Smoothness Penalty", description="How much forces changing "

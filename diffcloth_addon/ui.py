@@ -186,6 +186,10 @@ class DIFFCLOTH_PT_optimize(_Sidebar):
         for name in ("opt_tension", "opt_bending", "opt_velocity", "opt_velocity_per_vertex", "opt_forces",
                      "opt_wind"):
             col.prop(settings, name)
+        if settings.opt_forces:
+            layout.prop(settings, "force_basis")
+            if settings.force_basis == "KEYS":
+                layout.prop(settings, "force_key_spacing")
         if settings.opt_forces or settings.opt_wind:
             layout.prop(settings, "force_magnitude")
             layout.prop(settings, "force_smoothness")

@@ -447,6 +447,7 @@ def test_save_and_reopen_keeps_settings_and_bake(posed, blank, tmp_path):
     ("subdivided", "cloth 'Cloth': modifier 'Subdivision' change(s) its vertex count (36 → 121)"),
     ("displaced", "cloth 'Cloth': modifier 'Displace' change(s) its shape"),
     ("target of a non-cloth", "target 'Target' poses 'Other', which is not marked as Cloth"),
+    ("key spacing", "Force Key Spacing: keys every 0.01 s give"),
 ])
 def test_bad_input_reports_and_leaves_scene_untouched(blank, problem, message):
     scene = blank.scene
@@ -487,6 +488,8 @@ def test_bad_input_reports_and_leaves_scene_untouched(blank, problem, message):
         bpy.context.active_object.diffcloth.role = "SPHERE"
     elif problem == "nothing to optimize":
         scene.diffcloth.opt_tension = False
+    elif problem == "key spacing":
+        scene.diffcloth.opt_forces, scene.diffcloth.force_key_spacing = True, 0.01
     elif problem == "subdivided":
         cloth.modifiers.new("Subdivision", "SUBSURF").levels = 1
     elif problem == "displaced":
