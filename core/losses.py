@@ -76,5 +76,14 @@ class KeyframeLoss:
                 grads[frame] += 2.0 * w * diff
         return value, gx, gv
 
+    def distances(self, x):
+        """Per position-target frame: the mean and the largest distance (m) of the frame states x
+        (frames+1, n, 3) from the target, over all vertices."""
+        out = {}
+        for frame, target in sorted(self.targets.items()):
+            d = np.linalg.norm(x[frame] - target, axis=1)
+            out[frame] = (float(d.mean()), float(d.max()))
+        return out
+
     def __call__(self, traj):
         return self.evaluate(traj.x, traj.v)[0]

@@ -305,8 +305,7 @@ class KeyedForces(Acceleration):
         return value, grad.ravel()
 
     def describe(self, theta):
-        return {"control_acceleration_keys": theta.reshape(-1, 3).copy(),
-                "max_control_g": float(np.linalg.norm(theta.reshape(-1, 3), axis=1).max(initial=0.0) / 9.81)}
+        return {"control_acceleration_keys": theta.reshape(-1, 3).copy()}
 
 
 _BY_NAME = {

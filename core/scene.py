@@ -96,6 +96,13 @@ class Scene:
         w = r / self.substeps
         return (1 - w) * self.pin_path[f] + w * self.pin_path[f + 1]
 
+    def max_control_acceleration(self):
+        """The largest control acceleration (m/s²) a vertex gets, force over its mass: compare it
+        with gravity to tell physics from puppetry."""
+        if self.forces is None:
+            return 0.0
+        return float(np.linalg.norm(self.forces / self.cloth.masses[None, :, None], axis=2).max())
+
     def force_at(self, s):
         """Control force (n,3) acting during integrator step s → s+1, or None."""
         return None if self.forces is None else self.forces[s // self.substeps]

@@ -108,6 +108,10 @@ def optimize(args):
                 "initial_loss": result.initial_loss, "final_loss": result.loss,
                 "normalized_loss": result.normalized_loss, "reason": result.reason,
                 "iterations": len(result.history), "evaluations": result.evaluations,
+                "keyframes_mm": {f + setup.start: dict(zip(("mean_before", "largest_before", "mean_after",
+                                                             "largest_after"), np.round(np.array(d) * 1e3, 2).tolist()))
+                                 for f, d in result.keyframes.items()},
+                "max_control_g": result.scene.max_control_acceleration() / operators.G,
                 "history": result.history,
                 "timings_s": {"read_scene": t_gather - t0, "optimize": t_opt - t_gather,
                               "write": t_write - t_opt, "total": time.perf_counter() - t0},

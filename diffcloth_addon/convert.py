@@ -368,6 +368,9 @@ def store_result(setup, result):
               "initial_loss": float(result.initial_loss), "iterations": len(result.history), "reason": result.reason}
     if sc.forces is not None:
         stored["forces"] = sc.forces.ravel()
+    # per keyframe (scene frame): mean and largest distance (m) before, then after
+    stored["keyframes"] = {str(f + setup.start): list(d) for f, d in result.keyframes.items()}
+    stored["max_control_acceleration"] = sc.max_control_acceleration()
     setup.cloth_obj[RESULT_KEY] = stored
 
 

@@ -7,6 +7,8 @@ from bpy.props import StringProperty
 
 from . import bake, convert, runner
 
+G = 9.81  # control accelerations are reported in g: an artist tells physics from puppetry by it
+
 
 def _fail(op, message):
     op.report({"ERROR"}, message)
@@ -46,8 +48,10 @@ def finish(context, setup, run):
 def summary(setup, result):
     if setup.kind == "simulate":
         return f"Simulated and baked {len(result)} frames of '{setup.cloth_name}'"
+    keys = "; ".join(f"frame {f + setup.start} {d[0] * 1e3:.1f} → {d[2] * 1e3:.1f} mm" for f, d in result.keyframes.items())
     return (f"'{setup.cloth_name}': loss {result.initial_loss:.4g} → {result.loss:.4g} "
-            f"({result.normalized_loss:.2e} of the start) in {len(result.history)} iterations, {result.reason}")
+            f"({result.normalized_loss:.2e} of the start) in {len(result.history)} iterations, {result.reason}; "
+            f"mean distance {keys}; control {result.scene.max_control_acceleration() / G:.2f} g at most")
 
 
 class _ClothName:

@@ -159,6 +159,9 @@ def _draw_result(box, cloth, stored):
     """The optimized design kept on the cloth, beside the artist's own settings."""
     box.label(text="Optimized (used by Simulate)", icon="CHECKMARK")
     box.label(text=f"Loss {stored['initial_loss']:.4g} → {stored['loss']:.4g}, {stored['iterations']} iterations")
+    for frame, (mean0, max0, mean1, max1) in stored.get("keyframes", {}).items():
+        box.label(text=f"Frame {frame}: {mean0 * 1e3:.1f} → {mean1 * 1e3:.1f} mm (largest {max0 * 1e3:.1f} → "
+                  f"{max1 * 1e3:.1f})")
     for key, name, mine, scale in (("k_tension", "Tension", cloth.diffcloth.tension, 1.0),
                                    ("k_bending", "Bending", cloth.diffcloth.bending, stored["bending_scale"])):
         value = convert.uniform(stored, key)
@@ -169,7 +172,7 @@ def _draw_result(box, cloth, stored):
     if np.any(np.asarray(stored["v0"])):
         box.label(text="Initial velocities")
     if "forces" in stored.keys():
-        box.label(text=f"Control forces ({len(stored['forces']) // (3 * len(cloth.data.vertices))} frames)")
+        box.label(text=f"Control forces: {stored['max_control_acceleration'] / 9.81:.2f} g at most")
     row = box.row(align=True)
     row.operator("diffcloth.apply_result")
     row.operator("diffcloth.discard_result")

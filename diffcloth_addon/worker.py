@@ -20,12 +20,17 @@ import types
 
 def run(core, job, report, cancelled):
     """The job's result: the frames' positions (simulate) or core's OptimizeResult with the best
-    design's frames as result.trajectory.x (optimize)."""
+    design's frames as result.trajectory.x and result.keyframes {frame: (mean, largest distance
+    before, mean, largest after)} in metres (optimize)."""
     if job["kind"] == "simulate":
         return core.simulate(job["scene"], lambda done, frames: report({"frame": done, "frames": frames})).x
-    result = core.optimize(job["scene"], job["loss"], job["params"], max_iter=job["max_iter"],
+    loss = job["loss"]
+    start = loss.distances(core.simulate(job["scene"]).x)
+    result = core.optimize(job["scene"], loss, job["params"], max_iter=job["max_iter"],
                            callback=lambda info: report(info) or cancelled())
     result.trajectory = types.SimpleNamespace(x=core.simulate(result.scene).x)
+    # what the artist reads: per keyframe, the mean and largest distance before and after
+    result.keyframes = {f: start[f] + after for f, after in loss.distances(result.trajectory.x).items()}
     return result
 
 

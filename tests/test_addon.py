@@ -237,6 +237,8 @@ def test_optimize_end_to_end(posed, blank):
     assert convert().uniform(cloth["diffcloth_result"], "k_tension") == pytest.approx(10.0, rel=1e-3)
     assert bpy.ops.diffcloth.apply_result() == {"FINISHED"}
     assert cloth.diffcloth.tension == pytest.approx(10.0, rel=1e-3)
+    mean_before, largest_before, mean_after, largest_after = cloth["diffcloth_result"]["keyframes"]["11"]
+    assert mean_before > 1e-3 and largest_after < 1e-4 and mean_after <= largest_after
     names = [k.name for k in cloth.data.shape_keys.key_blocks]
     assert names[0] == "Basis" and names[1:] == [f"DiffCloth_f{f:04d}" for f in range(1, 12)]
     scene.frame_set(11)
@@ -409,6 +411,9 @@ def test_every_panel_draws_with_and_without_a_setup(posed, blank):
         assert {"force_magnitude", "force_smoothness", "max_iterations"} <= set(draw_all(blank))
     finally:
         blank.window_manager.diffcloth.running = False
+    assert bpy.ops.diffcloth.optimize() == {"FINISHED"}  # the stored result drawn beside the settings
+    blank.view_layer.objects.active = cloth
+    assert "role" in draw_all(blank)
     bpy.ops.wm.read_factory_settings(use_empty=True)
     draw_all(bpy.context)  # an empty scene
 

@@ -31,6 +31,11 @@ def test_success_writes_outputs(cli, tmp_path):
     assert code == 0
     data = json.loads(report.read_text())
     assert data["final_loss"] < 1e-3 * data["initial_loss"] and data["history"]
+    # per keyframe the distances an artist reads, in mm: the target is reached
+    for distances in data["keyframes_mm"].values():
+        assert distances["mean_before"] > 1.0 and distances["mean_after"] < 0.1 * distances["mean_before"]
+        assert distances["largest_after"] >= distances["mean_after"]
+    assert data["max_control_g"] == 0.0  # stiffness only: no control forces
     assert out.stat().st_size > 0
     import bpy
     # the preview is Blender's render: the result in blue, the target's wireframe in red, nothing left behind

@@ -70,7 +70,7 @@ def test_a_rigidly_moved_pose_is_reached_within_a_centimetre():
     before = np.linalg.norm(sim[12][free] - target[free], axis=1).mean()
     after = np.linalg.norm(reached[free] - target[free], axis=1).mean()
     assert before > 0.05 and after <= 0.01, (before, after, result.reason)
-    assert result.params["max_control_g"] < 2.0
+    assert result.scene.max_control_acceleration() < 2 * 9.81
 
 
 @pytest.mark.parametrize("kwargs,message", [
