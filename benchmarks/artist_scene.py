@@ -4,8 +4,9 @@ A 1 m cloth of side×side vertices (triangulated grid), 0.5 kg, its two +Y corne
 24 fps for 48 frames, one implicit Euler step per frame, with the add-on's default settings: the
 scene is built in Blender and read by the add-on exactly as an artist's would be. Variants: alone,
 with a sphere (r 0.25 at (0, 0.1, −0.45)), with the sphere and a floor at z = −0.8. Blender's Cloth
-(quality 5) runs on a copy of the same mesh, same mass, tension and colliders (its bending: the
-BENCHMARKS.md mapping of the add-on's bending setting). Per case: medians of the forward times and
+(quality 5) runs on a copy of the same mesh, same mass, tension and colliders (its linear bending
+as earlier measurements set it: a 0.1 N/m bending spring scaled by (0.05 m / mean edge)², mapped
+as in BENCHMARKS.md; DiffCloth uses the add-on's hinge bending rigidity). Per case: medians of the forward times and
 their ratio, Newton iterations and factorizations per step, whether every step converged, and
 value_and_grad's time over the forward's (a keyframe 5 cm above the last frame).
 
@@ -63,7 +64,7 @@ def blender_seconds(side):
     edge = np.mean([(copy.data.vertices[a].co - copy.data.vertices[b].co).length
                     for a, b in (e.vertices for e in copy.data.edges)])
     add_cloth_modifier(copy, FRAMES, 1.0 / FPS, s.tension,
-                       s.bending * (convert.BENDING_REFERENCE_EDGE / edge) ** 2, s.mass)
+                       0.1 * (0.05 / edge) ** 2, s.mass)
     seconds = step_seconds(copy, FRAMES)
     bpy.data.objects.remove(copy)
     return seconds

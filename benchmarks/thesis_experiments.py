@@ -1,8 +1,8 @@
 """The thesis's optimization experiments (chapter 4) plus keyframe control, one JSON line each.
 
-Scene: 20×20 vertices on a 1 m square, 100 frames of h = 0.1 s, k_s = 20, k_b = 0.1, total mass
-0.5 kg, pinned at the two corners of the +Y edge; sphere r = 0.25 at (0, 0.1, −0.45). Targets
-come from simulating the true parameters.
+Scene: 20×20 vertices on a 1 m square, 100 frames of h = 0.1 s, k_s = 20, the thesis's bending
+springs with k_b = 0.1, total mass 0.5 kg, pinned at the two corners of the +Y edge; sphere
+r = 0.25 at (0, 0.1, −0.45). Targets come from simulating the true parameters.
 
     python benchmarks/thesis_experiments.py [name ...]     names: stiffness, stiffness_sphere,
         per_spring, angle, angle_sphere, throw, keyframes (default: all)
@@ -25,7 +25,8 @@ SPHERE = dc.Sphere((0.0, 0.1, -0.45), 0.25)
 
 def thesis_scene(k_tension=20.0, k_bending=0.1, sphere=False, steps=100, pinned=PINS, **kw):
     verts, tris = dc.grid(N, N, size=1.0)
-    cloth = dc.Cloth(verts, tris, mass=0.5, k_tension=k_tension, k_bending=k_bending, pinned=pinned)
+    cloth = dc.Cloth(verts, tris, mass=0.5, k_tension=k_tension, k_bending=k_bending, pinned=pinned,
+                     bending="springs")
     return dc.Scene(cloth, steps=steps, dt=0.1, colliders=[SPHERE] if sphere else [], contact_stiffness=1e3, **kw)
 
 

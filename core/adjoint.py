@@ -14,7 +14,7 @@ triangular solves per step.
 
 import numpy as np
 
-from .integrator import Model, Point, pcg, refined, spring_blocks
+from .integrator import Model, pcg, refined
 from .simulate import simulate
 from .threads import one_blas_thread
 
@@ -22,9 +22,10 @@ ADJOINT_RTOL = 1e-12
 
 
 class Gradient:
-    """dg/d(design): k_tension (St,), k_bending (Sb,), x0 (n,3), v0 (n,3), forces (steps,n,3),
-    damping, contact_stiffness (scalars), pin_path ((steps+1, n_pinned, 3), or None when the
-    scene has no pin path: the pins then sit at x0 and their gradient is in x0)."""
+    """dg/d(design): k_tension (St,), k_bending (one per hinge or bending spring), x0 (n,3),
+    v0 (n,3), forces (steps,n,3), damping, contact_stiffness (scalars), pin_path ((steps+1,
+    n_pinned, 3), or None when the scene has no pin path: the pins then sit at x0 and their
+    gradient is in x0)."""
 
     def __init__(self, **fields):
         self.__dict__.update(fields)
@@ -71,36 +72,29 @@ def backward(scene, traj, gx_frames, gv_frames):
     h, sub, ns = model.h, scene.substeps, scene.n_steps
     free, pinned = model.free, model.pinned
     mf = model.mf[:, None]
-    k = model.k
     xs, vs = traj.step_x, traj.step_v
 
     def partial(frames_arr, s):
         return frames_arr[s // sub] if s % sub == 0 else None
 
-    gk = np.zeros_like(k)
+    gdesign = dict(k_tension=np.zeros(scene.cloth.n_tension), k_bending=np.zeros(scene.cloth.n_bending),
+                   contact_stiffness=0.0)
     gforces = np.zeros((scene.steps, scene.cloth.n, 3))
-    gdamp = gkc = 0.0
+    gdamp = 0.0
     gpin = np.zeros((ns + 1, len(pinned), 3))  # dg/d(pinned positions) at every step
     gx = np.zeros((scene.cloth.n, 3)) if partial(gx_frames, ns) is None else partial(gx_frames, ns).copy()
     gv = np.zeros_like(gx) if partial(gv_frames, ns) is None else partial(gv_frames, ns).copy()
     gpin[ns] += gx[pinned] + gv[pinned] / h
     alpha_full = np.zeros_like(gx)
     for s in range(ns - 1, -1, -1):
-        pt = Point(model, xs[s + 1], s)
-        stretch, u, contact = pt.stretch, pt.dir, pt.contact
-        kex = spring_blocks(u, pt.length, k, k * stretch)
-        data = model.assemble(kex, contact)
+        pt = model.potential.at(xs[s + 1], s)
         rhs = (h * gx[free] + gv[free]).ravel()
-        alpha = solver.solve(data, rhs, traj.factors[s]).reshape(-1, 3)
+        alpha = solver.solve(model.matrix(pt), rhs, traj.factors[s]).reshape(-1, 3)
         alpha_full[free] = alpha
-        # ∇²Φ·α from the blocks (α is zero on pins, whose rows give the pins' gradient)
-        da = model.across @ alpha_full
-        kda = np.einsum("sij,sj->si", kex, da)
-        hess_alpha = model.incidence @ kda
-        if len(contact.active):
-            np.add.at(hess_alpha, contact.active, np.einsum("aij,aj->ai", contact.hess, alpha_full[contact.active]))
-            gkc -= h * float(np.sum(alpha_full[contact.active] * contact.grad)) / scene.contact_stiffness
-        gk -= h * stretch * np.einsum("si,si->s", u, da)
+        # ∇²Φ·α over all vertices (α is zero on pins, whose rows give the pins' gradient)
+        hess_alpha = model.potential.hess_vec(pt, alpha_full)
+        for field, g in model.potential.design_gradient(pt, alpha_full).items():
+            gdesign[field] -= h * g
         gforces[s // sub][free] += h * alpha
         gdamp -= h * float(np.sum(mf * alpha * vs[s + 1][free]))
         gpin[s + 1] -= h * hess_alpha[pinned]
@@ -128,9 +122,7 @@ def backward(scene, traj, gx_frames, gv_frames):
     else:
         gx0[pinned] = 0.0
         gpin_frames = _steps_to_frames(gpin, sub)
-    nt = scene.cloth.n_tension
-    return Gradient(k_tension=gk[:nt], k_bending=gk[nt:], x0=gx0, v0=gv0, forces=gforces, damping=gdamp,
-                    contact_stiffness=gkc, pin_path=gpin_frames)
+    return Gradient(**gdesign, x0=gx0, v0=gv0, forces=gforces, damping=gdamp, pin_path=gpin_frames)
 
 
 def _steps_to_frames(g_steps, sub):

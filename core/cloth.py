@@ -1,8 +1,11 @@
-"""The cloth: rest mesh, springs, masses, stiffness, damping and pins."""
+"""The cloth: rest mesh, springs, hinges, masses, stiffness, damping and pins."""
 
 import numpy as np
 
-from .mesh import check_mesh, lumped_masses, springs, triangulate
+from .mesh import bending_springs, check_mesh, edges, lumped_masses, triangulate
+
+# bending models and their default stiffness: a rigidity in N·m for hinges, N/m per bending spring
+BENDING_DEFAULTS = {"hinge": 1e-4, "springs": 0.1}
 
 
 def _positive_per_item(value, count, what):
@@ -17,22 +20,30 @@ def _positive_per_item(value, count, what):
 
 
 class Cloth:
-    """A triangle mesh treated as a mass-spring cloth.
+    """A triangle mesh treated as a cloth of tension springs plus a bending model.
 
-    mass is the total mass (kg), lumped to vertices by triangle area. k_tension / k_bending
-    (N/m) are scalars or one value per spring (`tension_edges` / `bending_edges` order).
-    damping is mass-proportional air damping c (1/s): f = -c·m·v. pinned lists vertex indices
-    whose positions are prescribed.
+    mass is the total mass (kg), lumped to vertices by triangle area. k_tension (N/m) is a scalar
+    or one value per tension spring (`tension_edges` order). bending selects the bending model:
+    "hinge" (default), quadratic hinge bending with k_bending a bending rigidity (N·m), scalar or
+    one value per hinge (`hinges` order), the same cloth at any resolution; or "springs", the
+    thesis's bending springs with k_bending in N/m per spring (`bending_edges` order). k_bending
+    None takes the model's default (BENDING_DEFAULTS). damping is mass-proportional air damping
+    c (1/s): f = -c·m·v. pinned lists vertex indices whose positions are prescribed.
     """
 
-    def __init__(self, verts, faces, mass=0.5, k_tension=20.0, k_bending=0.1, damping=0.0, pinned=()):
+    def __init__(self, verts, faces, mass=0.5, k_tension=20.0, k_bending=None, damping=0.0, pinned=(),
+                 bending="hinge"):
+        if bending not in BENDING_DEFAULTS:
+            raise ValueError(f"bending must be one of {', '.join(map(repr, BENDING_DEFAULTS))}, got {bending!r}")
         verts = np.array(verts, dtype=np.float64)
         tris = triangulate(faces)
         check_mesh(verts, tris)
         self.rest = verts
         self.tris = tris
         self.n = len(verts)
-        self.tension_edges, self.bending_edges = springs(tris)
+        self.bending = bending
+        self.tension_edges, self.hinges = edges(tris)
+        self.bending_edges = bending_springs(self.hinges)
         lengths = self.rest_lengths
         if (lengths <= 1e-9 * np.ptp(verts, axis=0).max()).any():
             k = int(np.argmin(lengths))
@@ -44,7 +55,10 @@ class Cloth:
         self.mass = float(mass)
         self.masses = lumped_masses(verts, tris, self.mass)
         self.k_tension = _positive_per_item(k_tension, len(self.tension_edges), "k_tension")
-        self.k_bending = _positive_per_item(k_bending, len(self.bending_edges), "k_bending")
+        n_bending = len(self.hinges) if bending == "hinge" else len(self.bending_edges)
+        self.k_bending = _positive_per_item(BENDING_DEFAULTS[bending] if k_bending is None else k_bending,
+                                            n_bending, "bending rigidity k_bending" if bending == "hinge"
+                                            else "k_bending")
         self.damping = float(damping)
         pinned = np.unique(np.asarray(pinned, dtype=np.int64).ravel())
         if len(pinned) and (pinned.min() < 0 or pinned.max() >= self.n):
@@ -58,16 +72,19 @@ class Cloth:
 
     @property
     def n_bending(self):
-        return len(self.bending_edges)
+        """Bending elements: hinges, or bending springs."""
+        return len(self.k_bending)
 
     @property
     def edges(self):
-        """All springs, tension first, then bending."""
-        return np.concatenate([self.tension_edges, self.bending_edges])
+        """All springs: tension, then (bending="springs") the bending springs."""
+        return self.tension_edges if self.bending == "hinge" else np.concatenate([self.tension_edges,
+                                                                                  self.bending_edges])
 
     @property
     def stiffness(self):
-        return np.concatenate([self.k_tension, self.k_bending])
+        """The springs' k, in `edges` order."""
+        return self.k_tension if self.bending == "hinge" else np.concatenate([self.k_tension, self.k_bending])
 
     @property
     def rest_lengths(self):
@@ -75,8 +92,11 @@ class Cloth:
         return np.linalg.norm(self.rest[e[:, 0]] - self.rest[e[:, 1]], axis=1)
 
     def replace(self, **changes):
-        """A copy with some of the constructor's arguments changed."""
+        """A copy with some of the constructor's arguments changed; another bending model starts
+        from its default k_bending unless one is given."""
         args = dict(verts=self.rest, faces=self.tris, mass=self.mass, k_tension=self.k_tension,
-                    k_bending=self.k_bending, damping=self.damping, pinned=self.pinned)
+                    k_bending=self.k_bending, damping=self.damping, pinned=self.pinned, bending=self.bending)
+        if changes.get("bending", self.bending) != self.bending:
+            args["k_bending"] = None
         args.update(changes)
         return Cloth(**args)

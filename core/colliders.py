@@ -1,4 +1,4 @@
-"""Sphere and plane colliders, static or with one pose per frame, and their penalty contact."""
+"""Sphere and plane colliders, static or with one pose per frame (their penalty contact is in energies)."""
 
 import numpy as np
 
@@ -61,45 +61,3 @@ class Plane:
         nrm = _at(self.normal, t)
         nrm = nrm / np.linalg.norm(nrm)
         return (x - _at(self.point, t)) @ nrm, np.broadcast_to(nrm, x.shape), None
-
-
-class Contact:
-    """Penalty contact E = ½·k·min(d, 0)² with d the signed distance minus thickness, per vertex.
-
-    `active` indexes the vertices in contact; grad is (len(active), 3), hess and hess_psd
-    (len(active), 3, 3): the sphere's curvature term k·d·(I − uuᵀ)/r is negative inside,
-    so the projected Hessian drops it.
-    """
-
-    def __init__(self, colliders, x, t, stiffness, thickness, vertices=None):
-        n = len(x)
-        self.energy = 0.0
-        idx, grads, hess, hpsd = [], [], [], []
-        cand = np.arange(n) if vertices is None else vertices
-        xc = x[cand]
-        for col in colliders:
-            d, u, inv = col.distance(xc, t)
-            d = d - thickness
-            on = d < 0
-            if not on.any():
-                continue
-            d, u = d[on], u[on]
-            self.energy += 0.5 * stiffness * float(d @ d)
-            idx.append(cand[on])
-            grads.append(stiffness * d[:, None] * u)
-            uu = stiffness * u[:, :, None] * u[:, None, :]
-            hpsd.append(uu)
-            if inv is None:
-                hess.append(uu)
-            else:
-                curv = stiffness * d * inv[on]
-                hess.append(uu + curv[:, None, None] * (np.eye(3) - u[:, :, None] * u[:, None, :]))
-        if idx:
-            self.active = np.concatenate(idx)
-            self.grad = np.concatenate(grads)
-            self.hess = np.concatenate(hess)
-            self.hess_psd = np.concatenate(hpsd)
-        else:
-            self.active = np.zeros(0, np.int64)
-            self.grad = np.zeros((0, 3))
-            self.hess = self.hess_psd = np.zeros((0, 3, 3))

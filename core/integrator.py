@@ -2,7 +2,8 @@
 
     E(y) = ½h⁻²‖y − x − h·v‖²_M + ½h⁻¹·c‖y − x‖²_M + Φ(y) − uᵀy,   x′ = argmin E,  v′ = (x′ − x)/h
 
-with Φ = springs + gravity + contact. Unknowns are the free (unpinned) vertices.
+with Φ the cloth's potential (core.energies: springs, hinge bending, gravity, contact). Unknowns
+are the free (unpinned) vertices.
 
 Newton's matrix is E's Hessian with one change: the transverse stiffness t/L of a spring uses a
 tension t carried along by the iteration (updated to the linearized k(L − L₀ + Δ) after every
@@ -20,9 +21,8 @@ needs too many iterations; then the current matrix is factored.
 """
 
 import numpy as np
-import scipy.sparse as sp
 
-from .colliders import Contact
+from .energies import Potential
 from .linalg import BlockSystem
 
 CG_MAX_ITER = 6
@@ -43,6 +43,12 @@ SHIFT_MIN, SHIFT_MAX = 1e-6, 1e4
 # showed negative curvature: it mostly fails again, at nearly the cost of a success (64×64:
 # 702 → 637 factorizations over the thesis run; 20×20 + sphere: 834 → 699)
 SKIP_FULL = 3
+# a Newton step within a few rounding units of the positions cannot change them: the residual is
+# at its rounding floor, about ε·|x|·h²·stiffness/mass, which stiff bending on fine cells lifts
+# above tol (a hinge's stiffness grows as 1/cell⁴). Such a step stops there, converged if that
+# floor is within FLOOR_SLACK of tol (instead of iterating on rounding noise up to max_newton).
+ROUNDING_STEP = 8 * np.finfo(np.float64).eps
+FLOOR_SLACK = 1e3
 
 
 class SimulationError(RuntimeError):
@@ -53,54 +59,14 @@ class SimulationError(RuntimeError):
         self.frame, self.step = frame, step
 
 
-def spring_geometry(d):
-    """Length and unit direction of spring vectors d (S,3)."""
-    length = np.sqrt(np.einsum("ij,ij->i", d, d))
-    return length, d / length[:, None]
-
-
-def incidence(edges, n):
-    """(n, S) signed edge-vertex incidence: D·f sums per-spring vectors f at their starts minus
-    their ends, Dᵀ·x gives the spring vectors x[start] − x[end]."""
-    s = np.arange(len(edges))
-    return sp.csr_matrix((np.r_[np.ones(len(s)), -np.ones(len(s))], (edges.T.ravel(), np.r_[s, s])),
-                         shape=(n, len(s)))
-
-
-def spring_blocks(u, length, k, tension):
-    """3×3 blocks k·uuᵀ + (t/L)(I − uuᵀ); with t = k(L − L₀) the exact Hessian of ½k(L − L₀)²."""
-    a = tension / length
-    blocks = np.einsum("si,sj->sij", u * (k - a)[:, None], u)
-    for i in range(3):
-        blocks[:, i, i] += a
-    return blocks
-
-
-class Point:
-    """Positions y of step s → s+1 with the spring geometry and contact set that E and its
-    derivatives there reuse (energy is set by Model.point)."""
-
-    def __init__(self, model, y, s):
-        self.y = y
-        self.length, self.dir = spring_geometry(model.across @ y)
-        self.stretch = self.length - model.rest
-        self.contact = model.contact(y, s)
-        self.energy = None
-
-
 class Model:
-    """Per-scene constants: free dofs, springs, masses and the linear-system pattern."""
+    """Per-scene constants: free dofs, masses, the potential's terms and the linear-system pattern."""
 
     def __init__(self, scene):
         cloth = scene.cloth
         self.scene = scene
         self.n = cloth.n
         self.h = scene.h
-        self.edges = cloth.edges
-        self.incidence = incidence(self.edges, self.n)
-        self.across = self.incidence.T.tocsr()
-        self.rest = cloth.rest_lengths
-        self.k = cloth.stiffness
         self.m = cloth.masses
         self.c = cloth.damping
         self.pinned = cloth.pinned
@@ -109,70 +75,45 @@ class Model:
         self.free = np.flatnonzero(free)
         self.fidx = np.full(self.n, -1, np.int64)
         self.fidx[self.free] = np.arange(len(self.free))
-        fi, fj = self.fidx[self.edges[:, 0]], self.fidx[self.edges[:, 1]]
-        ends = np.stack([fi, fj], 1)
-        self.system = BlockSystem(len(self.free), ends[(fi >= 0) & (fj >= 0)])
-        assemble = self.system.assembler(ends).tocsc()
-        cut = 9 * len(self.edges)
-        self.assemble_springs = (self.h ** 2 * assemble[:, :cut]).tocsr()
-        self.assemble_diag = assemble[:, cut:].tocsr()
+        # the pairs coupled by any term: triangle edges, and the vertices opposite an interior
+        # edge (bending springs, or the hinges' opposite corners)
+        ends = self.fidx[np.concatenate([cloth.tension_edges, cloth.bending_edges])]
+        self.system = BlockSystem(len(self.free), ends[(ends >= 0).all(axis=1)])
+        self.potential = Potential(scene, self.system, self.fidx, self.h ** 2)
+        self.springs = self.potential.springs
         self.mf = self.m[self.free]
         self.mass_diag = (self.mf * (1.0 + self.h * self.c))[:, None, None] * np.eye(3)
-        self.mass_data = self.assemble_diag @ self.mass_diag.ravel()
+        self.mass_data = np.zeros(self.system.size)
+        self.system.add_diagonal(self.mass_data, np.arange(len(self.free)), self.mass_diag)
         self.scale = float(np.ptp(cloth.rest, axis=0).max())
-        self.gravity_force = self.m[:, None] * scene.gravity[None, :]
         self.tol = scene.tol * self.scale
         # magnitude of E's terms, to tell a real decrease from rounding
         self.energy_scale = cloth.mass * max(float(np.linalg.norm(scene.gravity)), 1.0) * self.scale
 
-    def contact(self, y, s):
-        sc = self.scene
-        return Contact(sc.colliders, y, (s + 1) / sc.substeps, sc.contact_stiffness, sc.contact_thickness,
-                       self.free)
-
-    def external(self, u):
-        return self.gravity_force if u is None else self.gravity_force + u
-
     def point(self, y, x, xhat, u, s):
-        """The Point at y with E(y) for the step from state x with inertial prediction xhat = x + h·v."""
-        pt = Point(self, y, s)
+        """The potential's State at y with E(y) for the step from state x with inertial
+        prediction xhat = x + h·v and control force u."""
+        pt = self.potential.at(y, s)
         free, h, m = self.free, self.h, self.m[self.free, None]
         dy, dx = (y - xhat)[free], (y - x)[free]
         e = 0.5 / h ** 2 * float(np.sum(m * dy * dy)) + 0.5 * self.c / h * float(np.sum(m * dx * dx))
-        e -= float(np.sum(self.external(u)[free] * y[free]))
-        pt.energy = e + 0.5 * float(np.dot(self.k * pt.stretch, pt.stretch)) + pt.contact.energy
+        if u is not None:
+            e -= float(np.sum(u[free] * y[free]))
+        pt.energy = e + pt.phi
         return pt
 
     def gradient(self, pt, x, xhat, u):
         """∇E over the free vertices (nf,3) at the point pt."""
         h, m, y = self.h, self.m[:, None], pt.y
-        grad = (m * (y - xhat)) / h ** 2 + (self.c / h) * (m * (y - x)) - self.external(u)
-        grad += self.incidence @ ((self.k * pt.stretch)[:, None] * pt.dir)
-        if len(pt.contact.active):
-            np.add.at(grad, pt.contact.active, pt.contact.grad)
+        grad = (m * (y - xhat)) / h ** 2 + (self.c / h) * (m * (y - x)) + self.potential.gradient(pt)
+        if u is not None:
+            grad -= u
         return grad[self.free]
 
     def matrix(self, pt, tension=None, beta=1.0, shift=0.0):
-        """Storage data of M(1 + hc)(1 + shift) + h²(springs + contact) at pt.
-
-        tension: the springs' t (default the exact k(L − L₀), giving h²∇²E); beta scales the
-        negative terms (compressed springs' t, the sphere's curvature), 0 clamps them.
-        """
-        t = self.k * pt.stretch if tension is None else tension
-        if beta != 1.0:
-            t = np.where(t < 0, beta * t, t)
-        return self.assemble(spring_blocks(pt.dir, pt.length, self.k, t), pt.contact, beta, shift)
-
-    def assemble(self, blocks, c, beta=1.0, shift=0.0):
-        """Storage data from the springs' 3×3 blocks and the contact set c (see matrix)."""
-        data = self.assemble_springs @ blocks.ravel()
-        data += (1.0 + shift) * self.mass_data
-        if len(c.active):
-            hess = c.hess if beta == 1.0 else c.hess_psd + beta * (c.hess - c.hess_psd)
-            diag = np.zeros_like(self.mass_diag)
-            np.add.at(diag, self.fidx[c.active], self.h ** 2 * hess)
-            data += self.assemble_diag @ diag.ravel()
-        return data
+        """Storage data of M(1 + hc)(1 + shift) + h²∇²Φ at pt (see Potential.hessian for
+        tension and beta: with both default it is h²∇²E)."""
+        return self.potential.hessian(pt, tension, beta) + (1.0 + shift) * self.mass_data
 
 
 def pcg(system, data, b, factor, eta, maxiter=CG_MAX_ITER):
@@ -279,7 +220,7 @@ class Stepper:
     def step(self, x, v, s):
         """Positions after integrator step s → s+1 and (iterations, residual, converged)."""
         md, sc = self.model, self.model.scene
-        h, k = md.h, md.k
+        h, k = md.h, md.springs.k
         u = sc.force_at(s)
         xhat = x + h * v
         y = xhat.copy()
@@ -292,6 +233,7 @@ class Stepper:
         self.blend, self.skip_full = 0, 0
         res = prev = best = np.inf
         stalled = 0
+        floor = False
         for it in range(sc.max_newton + 1):
             g = md.gradient(pt, x, xhat, u)
             res = float(np.abs(g * to_pos).max()) if len(g) else 0.0
@@ -310,6 +252,9 @@ class Stepper:
             shift = stalled >= STALL
             d, fresh, blended, neg = self._direction(pt, tension, b, eta, shift, s)
             d = d.reshape(-1, 3)
+            if np.abs(d).max() <= ROUNDING_STEP * np.abs(pt.y).max():
+                floor = True
+                break
             if neg is not None and not shift and res > 0.25 * prev and res < 1e-2 * md.scale:
                 # Newton crawls toward a saddle (symmetric scenes): go down the negative curvature
                 escaped = self._curvature_step(pt, neg.reshape(-1, 3), g, d, x, xhat, u, s)
@@ -323,11 +268,11 @@ class Stepper:
                 # the mixed form's force update: the tension the linearization predicts
                 full = np.zeros_like(y)
                 full[md.free] = alpha * d
-                moved = np.einsum("ij,ij->i", old.dir, md.across @ full)
+                moved = np.einsum("ij,ij->i", old.dir, md.springs.across @ full)
                 tension = (1 - alpha) * tension + k * (old.stretch * alpha + moved)
             prev = res
         self.tension = k * pt.stretch
-        return pt.y, it, res, res <= md.tol
+        return pt.y, it, res, res <= (FLOOR_SLACK if floor else 1.0) * md.tol
 
     def _start_outside(self, pt, x, xhat, u, s):
         """The prediction with penetrating vertices moved out to the collider surfaces, if that

@@ -36,10 +36,9 @@ class Factor:
 
 
 class BlockSystem:
-    """Matrix over nv free vertices (3 dofs each) with blocks on the diagonal and on `pairs`.
-
-    Values are given as diagonal blocks (nv,3,3) and one symmetric block per pair (P,3,3),
-    used for both (a,b) and (b,a).
+    """Matrix over nv free vertices (3 dofs each) with 3×3 blocks on the diagonal and at the
+    free-vertex pairs `pairs`, (a,b) and (b,a); terms refill it through `assembler` (pair blocks)
+    and `add_diagonal`.
     """
 
     def __init__(self, nv, pairs, backend=None):
@@ -63,11 +62,11 @@ class BlockSystem:
         cols = np.concatenate([(3 * np.arange(nv)[:, None] + c).ravel(),
                                (3 * pairs[:, 1:] + c).ravel(), (3 * pairs[:, :1] + c).ravel()])
         keys = rows * self.ndof + cols
-        uniq = np.unique(keys)
-        self.slots = np.searchsorted(uniq, keys)
-        self.size = len(uniq)
-        self.indices = (uniq % self.ndof).astype(np.int32)
-        self.indptr = np.searchsorted(uniq // self.ndof, np.arange(self.ndof + 1)).astype(np.int32)
+        self.keys = np.unique(keys)
+        self.size = len(self.keys)
+        self.indices = (self.keys % self.ndof).astype(np.int32)
+        self.indptr = np.searchsorted(self.keys // self.ndof, np.arange(self.ndof + 1)).astype(np.int32)
+        self.diag_slots = self.slots(np.arange(nv), np.arange(nv))
         # one matrix object whose values are swapped in for products: building one per product
         # (format checks) cost as much as the product on a 20×20 cloth
         self._product = self.matrix(np.zeros(self.size))
@@ -77,37 +76,45 @@ class BlockSystem:
             self.perm = (3 * order[:, None] + np.arange(3)).ravel()  # storage dof -> natural dof
             dof_rank = np.empty(self.ndof, np.int64)
             dof_rank[self.perm] = np.arange(self.ndof)
-            i, j = dof_rank[uniq // self.ndof], dof_rank[uniq % self.ndof]
+            i, j = dof_rank[self.keys // self.ndof], dof_rank[self.keys % self.ndof]
             self.lower = np.flatnonzero(i >= j)
             self.band_slots = (i - j + j * (self.kd + 1))[self.lower]
             self.band = np.zeros((self.kd + 1) * self.ndof, np.float32)
 
-    def assembler(self, ends):
-        """Sparse map from [spring blocks (S,3,3), diagonal blocks (nv,3,3)] to storage data.
+    def slots(self, a, b):
+        """Storage positions (P,9) of the 3×3 blocks (a, b) of free vertices; all in the pattern."""
+        r, c = np.divmod(np.arange(9), 3)
+        keys = (3 * a[:, None] + r) * self.ndof + 3 * b[:, None] + c
+        at = np.minimum(np.searchsorted(self.keys, keys), self.size - 1)
+        assert (self.keys[at] == keys).all(), "a block outside the pattern"
+        return at
 
-        ends (S,2) holds each spring's free-vertex indices (-1 for a pinned end); a spring block
-        K adds to the diagonal blocks of its free ends and −K to their pair block, so one sparse
-        product refills the whole matrix.
+    def assembler(self, ends):
+        """Sparse map from pair blocks (P,3,3) to storage data, with sorted indices.
+
+        ends (P,2) holds each pair's free-vertex indices (-1 for a pinned vertex); a block K adds
+        to the diagonal blocks of its free ends and −K to the blocks between them, like a
+        spring's Hessian, so one sparse product refills all of a kind of term.
         """
-        nv, e9 = self.nv, np.arange(9)
-        n_pairs = (len(self.slots) - 9 * nv) // 18
-        rows, cols, vals = [], [], []
+        ends = np.asarray(ends, dtype=np.int64)
+        cols = np.arange(9 * len(ends)).reshape(-1, 9)
+        rows, columns, vals = [], [], []
         for end in ends.T:
-            ok = np.flatnonzero(end >= 0)
-            cols.append((ok[:, None] * 9 + e9).ravel())
-            rows.append(self.slots[(end[ok][:, None] * 9 + e9).ravel()])
-            vals.append(np.ones(cols[-1].size))
-        both = np.flatnonzero((ends >= 0).all(axis=1))
-        assert len(both) == n_pairs
-        for offset in (9 * nv, 9 * nv + 9 * n_pairs):
-            cols.append((both[:, None] * 9 + e9).ravel())
-            rows.append(self.slots[offset + np.arange(9 * n_pairs)])
-            vals.append(-np.ones(cols[-1].size))
-        cols.append(9 * len(ends) + np.arange(9 * nv))
-        rows.append(self.slots[: 9 * nv])
-        vals.append(np.ones(9 * nv))
-        rows, cols, vals = map(np.concatenate, (rows, cols, vals))
-        return sp.csr_matrix((vals, (rows, cols)), shape=(self.size, 9 * (len(ends) + nv)))
+            ok = end >= 0
+            rows.append(self.diag_slots[end[ok]])
+            columns.append(cols[ok])
+            vals.append(np.ones(rows[-1].size))
+        both = (ends >= 0).all(axis=1)
+        for a, b in ((0, 1), (1, 0)):
+            rows.append(self.slots(ends[both, a], ends[both, b]))
+            columns.append(cols[both])
+            vals.append(-np.ones(rows[-1].size))
+        rows, columns, vals = (np.concatenate([v.ravel() for v in arrs]) for arrs in (rows, columns, vals))
+        return sp.csr_matrix((vals, (rows, columns)), shape=(self.size, 9 * len(ends))).sorted_indices()
+
+    def add_diagonal(self, data, rows, blocks):
+        """data += the diagonal blocks (len(rows),3,3) at free vertices rows (repeats add up)."""
+        np.add.at(data, self.diag_slots[rows], blocks.reshape(-1, 9))
 
     def matvec(self, data, x):
         self._product.data = data

@@ -1,4 +1,4 @@
-"""Triangle meshes to springs and lumped masses."""
+"""Triangle meshes to edges, hinges, bending springs and lumped masses."""
 
 import numpy as np
 
@@ -74,10 +74,11 @@ def triangle_areas(verts, tris):
     return 0.5 * np.linalg.norm(np.cross(e1, e2), axis=1)
 
 
-def springs(tris):
-    """Tension springs on unique edges, bending springs across interior edges.
+def edges(tris):
+    """Unique edges and the hinges of interior edges.
 
-    Returns (tension (St,2), bending (Sb,2)), both sorted, deterministic.
+    Returns (edges (E,2), hinges (H,4)), both deterministic: edges sorted, and per interior edge
+    (in edge order) its ends followed by the two vertices opposite it, one in each triangle.
     """
     # each triangle contributes three (edge, opposite vertex) pairs
     e = np.concatenate([tris[:, [0, 1]], tris[:, [1, 2]], tris[:, [2, 0]]])
@@ -87,18 +88,22 @@ def springs(tris):
     e, opp = e[order], opp[order]
     new = np.ones(len(e), bool)
     new[1:] = (e[1:] != e[:-1]).any(axis=1)
-    tension = e[new]
+    unique = e[new]
     group = np.cumsum(new) - 1
     counts = np.bincount(group)
     if (counts > 2).any():
         k = int(np.argmax(counts > 2))
-        raise ValueError(f"edge {tuple(tension[k])} is shared by {counts[k]} triangles (non-manifold mesh)")
-    # interior edges: consecutive rows of the same group hold the two opposite vertices
+        raise ValueError(f"edge {tuple(unique[k])} is shared by {counts[k]} triangles (non-manifold mesh)")
+    # interior edges: consecutive rows of the same group hold the two opposite vertices; a
+    # triangle given twice (same opposite vertex) makes no hinge
     twin = np.flatnonzero(~new)
-    bending = np.sort(np.stack([opp[twin - 1], opp[twin]], axis=1), axis=1)
-    bending = np.unique(bending, axis=0)
-    bending = bending[bending[:, 0] != bending[:, 1]]
-    return tension, bending
+    hinges = np.column_stack([e[twin], opp[twin - 1], opp[twin]])
+    return unique, hinges[hinges[:, 2] != hinges[:, 3]]
+
+
+def bending_springs(hinges):
+    """The thesis's bending springs: one per pair of vertices opposite an interior edge, sorted."""
+    return np.unique(np.sort(hinges[:, 2:], axis=1), axis=0).reshape(-1, 2)
 
 
 def lumped_masses(verts, tris, total_mass):

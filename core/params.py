@@ -38,7 +38,8 @@ class Param:
 
 
 class GlobalStiffness(Param):
-    """One stiffness for all tension and/or all bending springs, θ = log k."""
+    """One stiffness for all tension springs and/or all bending elements (hinges or bending
+    springs, as the cloth's model has them), θ = log k."""
 
     name = "stiffness"
 
@@ -67,10 +68,11 @@ class GlobalStiffness(Param):
 
 
 class SpringStiffness(Param):
-    """One stiffness per spring of a kind ("tension" or "bending"): θ = log k, or θ = k with
-    log=False. The linear scale moves every spring by comparable absolute amounts, so the weak
-    bending springs can grow as fast as the tension springs and take over their role (the thesis's
-    per-spring experiment relies on this); its lower bound stays positive (K_MIN at least)."""
+    """One stiffness per element of a kind: "tension" (per tension spring) or "bending" (per hinge
+    or bending spring): θ = log k, or θ = k with log=False. The linear scale moves every spring by
+    comparable absolute amounts, so the weak bending springs can grow as fast as the tension
+    springs and take over their role (the thesis's per-spring experiment relies on this); its
+    lower bound stays positive (K_MIN at least)."""
 
     name = "spring_stiffness"
     K_MIN = 1e-6

@@ -6,7 +6,6 @@ from bpy_extras import anim_utils
 from .. import core as dc
 
 BAKE_PREFIX = "DiffCloth_f"
-BENDING_REFERENCE_EDGE = 0.05  # m: per-spring bending stiffness = setting × (ref / mean edge)²
 RESULT_KEY = "diffcloth_result"
 NO_CLOTH = "no cloth: mark a mesh as DiffCloth Cloth"
 NO_TARGETS = "no targets: add one with 'New Target from Cloth'"
@@ -229,10 +228,8 @@ def gather(context, cloth_name=None, need_targets=True, use_active=True):
             raise InputError(f"cloth '{cloth_obj.name}' has no faces")
         if loose_edges:
             raise InputError(f"cloth '{cloth_obj.name}' has {loose_edges} loose edge(s); delete them or fill faces")
-        edge = np.linalg.norm(verts[tris[:, 0]] - verts[tris[:, 1]], axis=1)
-        bending_scale = (BENDING_REFERENCE_EDGE / max(edge.mean(), 1e-9)) ** 2
         try:
-            cloth = dc.Cloth(verts, tris, mass=cs.mass, k_tension=cs.tension, k_bending=cs.bending * bending_scale,
+            cloth = dc.Cloth(verts, tris, mass=cs.mass, k_tension=cs.tension, k_bending=cs.bending,
                              damping=cs.damping, pinned=pins)
         except ValueError as err:
             raise InputError(f"cloth '{cloth_obj.name}': {err}") from None
@@ -300,7 +297,7 @@ def gather(context, cloth_name=None, need_targets=True, use_active=True):
                                weights={f - start: by_name[name].diffcloth.weight for f, (name, _) in target_pos.items()},
                                vertex_weights=vertex_weights or None)
     return Setup(cloth_obj=cloth_obj, scene=core_scene, loss=loss, start=start, end=end,
-                 matrices=np.array(matrices), bending_scale=bending_scale,
+                 matrices=np.array(matrices),
                  target_frames={n: fr for n, fr in target_frames.items()})
 
 
@@ -364,7 +361,7 @@ def store_result(setup, result):
     stiffness over): arrays as Blender's compact double arrays, saved in the .blend."""
     sc = result.scene
     stored = {"k_tension": sc.cloth.k_tension, "k_bending": sc.cloth.k_bending, "v0": sc.v0.ravel(),
-              "bending_scale": setup.bending_scale, "loss": float(result.loss),
+              "loss": float(result.loss),
               "initial_loss": float(result.initial_loss), "iterations": len(result.history), "reason": result.reason}
     if sc.forces is not None:
         stored["forces"] = sc.forces.ravel()

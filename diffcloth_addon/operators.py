@@ -249,7 +249,7 @@ class DIFFCLOTH_OT_apply_result(_OnCloth):
         if tension is not None:
             obj.diffcloth.tension = tension
         if bending is not None:
-            obj.diffcloth.bending = bending / stored["bending_scale"]
+            obj.diffcloth.bending = bending
         self.report({"INFO"}, f"'{obj.name}': tension {obj.diffcloth.tension:.4g}, bending {obj.diffcloth.bending:.4g}")
         return {"FINISHED"}
 

@@ -32,9 +32,9 @@ class DiffClothObjectSettings(bpy.types.PropertyGroup):
     tension: FloatProperty(name="Tension Stiffness", description="Stiffness of every edge spring (N/m); "
                            "a sheet of springs stretches the same at any resolution", default=20.0, min=1e-6,
                            soft_max=1e4)
-    bending: FloatProperty(name="Bending Stiffness", description="Resistance to folding, scaled per spring "
-                           "with the mesh's edge length so it means the same at any resolution",
-                           default=0.1, min=1e-6, soft_max=1e3)
+    bending: FloatProperty(name="Bending Stiffness", description="Bending rigidity (N·m): resistance to folding "
+                           "(1e-4: heavy cotton); one value drapes alike at any mesh resolution",
+                           default=1e-4, min=1e-9, soft_max=0.1, precision=6, step=0.001)
     damping: FloatProperty(name="Air Damping", description="Mass-proportional damping (1/s)", default=0.0,
                            min=0.0, soft_max=10.0)
     pin_group: StringProperty(name="Pin Group", description="Vertex group of pinned vertices: they follow "

@@ -162,13 +162,13 @@ def _draw_result(box, cloth, stored):
     for frame, (mean0, max0, mean1, max1) in stored.get("keyframes", {}).items():
         box.label(text=f"Frame {frame}: {mean0 * 1e3:.1f} → {mean1 * 1e3:.1f} mm (largest {max0 * 1e3:.1f} → "
                   f"{max1 * 1e3:.1f})")
-    for key, name, mine, scale in (("k_tension", "Tension", cloth.diffcloth.tension, 1.0),
-                                   ("k_bending", "Bending", cloth.diffcloth.bending, stored["bending_scale"])):
+    for key, name, mine in (("k_tension", "Tension", cloth.diffcloth.tension),
+                            ("k_bending", "Bending", cloth.diffcloth.bending)):
         value = convert.uniform(stored, key)
         if value is None:
-            box.label(text=f"{name}: per spring ({len(stored[key])} values)")
-        elif not math.isclose(value / scale, mine, rel_tol=1e-6):
-            box.label(text=f"{name}: {value / scale:.4g} (yours {mine:.4g})")
+            box.label(text=f"{name}: per element ({len(stored[key])} values)")
+        elif not math.isclose(value, mine, rel_tol=1e-6):
+            box.label(text=f"{name}: {value:.4g} (yours {mine:.4g})")
     if np.any(np.asarray(stored["v0"])):
         box.label(text="Initial velocities")
     if "forces" in stored.keys():

@@ -82,7 +82,7 @@ def targets_from_truth(cloth, frames, forces=None):
 def hanging_cloth():
     reset(frames=40)
     cloth = cloth_grid(12, 1.0)
-    cloth.diffcloth.tension, cloth.diffcloth.bending = 20.0, 0.1
+    cloth.diffcloth.tension, cloth.diffcloth.bending = 20.0, 1e-4
     targets_from_truth(cloth, [41])
     cloth.diffcloth.tension = 8.0
     s = bpy.context.scene.diffcloth
@@ -133,12 +133,12 @@ def pinned_to_animated():
         rig.keyframe_insert("location", frame=frame)
     cloth = cloth_grid(10, 0.8)
     cloth.parent = rig
-    cloth.diffcloth.tension, cloth.diffcloth.bending, cloth.diffcloth.damping = 30.0, 0.5, 0.2
+    cloth.diffcloth.tension, cloth.diffcloth.bending, cloth.diffcloth.damping = 30.0, 5e-4, 0.2
     targets_from_truth(cloth, [31])
-    cloth.diffcloth.tension, cloth.diffcloth.bending = 12.0, 0.2
+    cloth.diffcloth.tension, cloth.diffcloth.bending = 12.0, 1e-4
     s = bpy.context.scene.diffcloth
     s.opt_tension, s.opt_bending, s.max_iterations = True, True, 20
-    return "optimize tension and bending (start 12/0.2, true 30/0.5) with pins following the rig", 1e3
+    return "optimize tension and bending (start 12 N/m / 1e-4 N·m, true 30 / 5e-4) with pins following the rig", 1e3
 
 
 def make(name, folder):

@@ -26,6 +26,14 @@ def test_bad_meshes(verts, faces, match):
         dc.Cloth(verts, faces)
 
 
+@pytest.mark.parametrize("bending", ["hinge", "springs"])
+def test_degenerate_hinge(bending):
+    # the second triangle of the hinge across edge 0-1 is flat (its third vertex on the edge's line)
+    verts = np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0], [2, 0, 0.0]])
+    with pytest.raises(ValueError, match="triangle 1 has zero area"):
+        dc.Cloth(verts, [[0, 1, 2], [1, 0, 3]], bending=bending)
+
+
 def test_non_manifold_edge():
     verts = np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0], [0, -1, 0], [0, 0, 1.0]])
     with pytest.raises(ValueError, match="non-manifold"):
@@ -38,7 +46,13 @@ def test_non_manifold_edge():
     (dict(mass=0.0), "mass must be positive"),
     (dict(mass=-1.0), "mass must be positive"),
     (dict(k_tension=0.0), "k_tension must be positive"),
-    (dict(k_bending=-0.1), "k_bending must be positive"),
+    (dict(k_bending=-0.1), "bending rigidity k_bending must be positive"),
+    (dict(k_bending=0.0), "bending rigidity k_bending must be positive"),
+    (dict(k_bending=np.nan), "bending rigidity k_bending must be positive and finite"),
+    (dict(k_bending=np.full(8, np.inf)), "bending rigidity k_bending must be positive and finite"),
+    (dict(k_bending=np.ones(16)), r"bending rigidity k_bending must be a scalar or have shape \(8,\)"),
+    (dict(k_bending=-0.1, bending="springs"), "k_bending must be positive"),
+    (dict(bending="shells"), "bending must be one of 'hinge', 'springs', got 'shells'"),
     (dict(k_tension=np.ones(3)), r"k_tension must be a scalar or have shape \(16,\)"),
     (dict(damping=-1.0), "damping must be non-negative"),
 ])

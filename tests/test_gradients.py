@@ -12,12 +12,15 @@ F = 8  # frames
 
 
 def make_scene(kind):
-    """Small scenes: smooth (no contact), sphere, plane, moving sphere, animated pin with substeps."""
+    """Small scenes with hinge bending: smooth (no contact), sphere, plane, moving sphere, animated
+    pin with substeps; springs_smooth, springs_sphere: the same with bending springs."""
     rng = np.random.default_rng(7)
     verts, tris = dc.grid(5, 5, size=0.4)
+    bending = "springs" if kind.startswith("springs_") else "hinge"
+    kind = kind.removeprefix("springs_")
     n_t = dc.Cloth(verts, tris).n_tension
-    cloth = dc.Cloth(verts, tris, mass=0.1, k_tension=rng.uniform(8, 14, n_t), k_bending=0.2, damping=0.3,
-                     pinned=[20, 24])
+    cloth = dc.Cloth(verts, tris, mass=0.1, k_tension=rng.uniform(8, 14, n_t), damping=0.3, pinned=[20, 24],
+                     k_bending=0.2 if bending == "springs" else 2e-3, bending=bending)
     # converged far below the default tolerance: a central difference divides the forward's
     # convergence noise by its step (1e-10 noise gave 1e-4 relative FD error on a contact scene)
     kw = dict(steps=F, dt=0.05, v0=rng.normal(size=(25, 3)) * 0.1, forces=rng.normal(size=(F, 25, 3)) * 0.01,
@@ -42,10 +45,10 @@ def loss_for(scene):
 
 
 def perturbed(scene, field, index, eps):
-    """The scene with one design entry moved by eps."""
+    """The scene with one design entry (index None: all of a stiffness's entries) moved by eps."""
     if field in ("k_tension", "k_bending"):
         k = getattr(scene.cloth, field).copy()
-        k[index] += eps
+        k[slice(None) if index is None else index] += eps
         return scene.replace(cloth=scene.cloth.replace(**{field: k}))
     if field == "damping":
         return scene.replace(cloth=scene.cloth.replace(damping=scene.cloth.damping + eps))
@@ -61,14 +64,20 @@ def central(scene, loss, field, index, eps):
             - loss(dc.simulate(perturbed(scene, field, index, -eps)))) / (2 * eps)
 
 
+# eps of a stiffness is relative to its mean value
 COMPONENTS = [
-    ("k_tension", 3, 1e-5), ("k_tension", 40, 1e-5), ("k_bending", 5, 1e-5), ("damping", None, 1e-6),
+    ("k_tension", 3, 1e-6), ("k_tension", 40, 1e-6), ("k_bending", 5, 5e-5), ("k_bending", 30, 5e-5),
+    ("k_bending", None, 5e-6), ("damping", None, 1e-6),
     ("x0", (7, 2), 1e-6), ("x0", (20, 1), 1e-6), ("v0", (12, 0), 1e-6), ("forces", (2, 11, 2), 1e-6),
     ("forces", (F - 1, 3, 0), 1e-6),
 ]
 
 
-@pytest.fixture(scope="module", params=["smooth", "sphere", "plane", "moving_sphere", "pin_path"])
+SMOOTH = ("smooth", "pin_path", "springs_smooth")  # no contact: the tighter tolerance
+
+
+@pytest.fixture(scope="module", params=["smooth", "sphere", "plane", "moving_sphere", "pin_path", "springs_smooth",
+                                        "springs_sphere"])
 def case(request):
     scene = make_scene(request.param)
     loss = loss_for(scene)
@@ -77,8 +86,9 @@ def case(request):
 
 
 def grad_entry(grad, field, index):
+    """dg/d(entry), or for a stiffness without index dg/d(all its entries moved together)."""
     g = getattr(grad, field)
-    return float(g if index is None else g[index])
+    return float(np.sum(g) if index is None else g[index])
 
 
 @pytest.mark.parametrize("field,index,eps", COMPONENTS, ids=[f"{f}{i}" for f, i, _ in COMPONENTS])
@@ -86,7 +96,9 @@ def test_component_matches_finite_difference(case, field, index, eps):
     kind, scene, loss, grad = case
     if kind == "pin_path" and field == "x0" and index[0] in scene.cloth.pinned:
         pytest.skip("with a pin path the pins do not sit at x0; their gradient is grad.pin_path")
-    tol = 1e-6 if kind in ("smooth", "pin_path") else 1e-4
+    tol = 1e-6 if kind in SMOOTH else 1e-4
+    if field.startswith("k_"):
+        eps *= getattr(scene.cloth, field).mean()
     numeric = central(scene, loss, field, index, eps)
     analytic = grad_entry(grad, field, index)
     assert abs(analytic - numeric) <= tol * max(abs(numeric), 1e-8), (analytic, numeric)
@@ -94,7 +106,7 @@ def test_component_matches_finite_difference(case, field, index, eps):
 
 def test_contact_stiffness_gradient(case):
     kind, scene, loss, grad = case
-    if kind in ("smooth", "pin_path"):
+    if kind in SMOOTH:
         assert grad.contact_stiffness == 0.0
         return
     numeric = central(scene, loss, "contact_stiffness", None, 1e-3)
@@ -129,7 +141,7 @@ def test_directional_derivatives_in_full_design_space(case):
                                                   forces=scene.forces + eps * dirs["forces"])))
 
         numeric = (at(1e-7) - at(-1e-7)) / 2e-7
-        tol = 1e-6 if kind in ("smooth", "pin_path") else 1e-4
+        tol = 1e-6 if kind in SMOOTH else 1e-4
         assert abs(analytic - numeric) <= tol * abs(numeric), (analytic, numeric)
 
 
@@ -144,7 +156,7 @@ def test_gradient_without_kept_factorizations(monkeypatch):
     assert all(f is None for f in traj.factors)
     value2, grad2 = dc.value_and_grad(scene, loss, traj=traj)
     assert value2 == value
-    for field in ("k_tension", "x0", "v0", "forces"):
+    for field in ("k_tension", "k_bending", "x0", "v0", "forces"):
         np.testing.assert_allclose(getattr(grad2, field), getattr(grad, field), rtol=1e-8,
                                    atol=1e-10 * np.abs(getattr(grad, field)).max())
 
@@ -163,6 +175,6 @@ def test_sparse_backend_agrees_with_banded(monkeypatch):
     np.testing.assert_allclose(sparse.x, banded.x, rtol=0, atol=1e-9)
     value2, grad2 = dc.value_and_grad(scene, loss, traj=sparse)
     assert value2 == pytest.approx(value, rel=1e-9)
-    for field in ("k_tension", "x0", "v0", "forces"):
+    for field in ("k_tension", "k_bending", "x0", "v0", "forces"):
         np.testing.assert_allclose(getattr(grad2, field), getattr(grad, field), rtol=1e-6,
                                    atol=1e-8 * np.abs(getattr(grad, field)).max())

@@ -1,4 +1,4 @@
-"""Mesh → springs, masses and rest lengths."""
+"""Mesh → springs, hinges, masses and rest lengths."""
 
 import numpy as np
 import pytest
@@ -12,15 +12,19 @@ def expected_counts(n, m):
     return tension, bending
 
 
-def test_thesis_grid_spring_counts():
+@pytest.mark.parametrize("bending", ["hinge", "springs"])
+def test_thesis_grid_spring_counts(bending):
     verts, tris = dc.grid(20, 20)
-    cloth = dc.Cloth(verts, tris)
+    cloth = dc.Cloth(verts, tris, bending=bending)
     assert (cloth.n_tension, cloth.n_bending) == (1121, 1045)
+    assert cloth.k_bending.shape == (1045,)
 
 
+@pytest.mark.parametrize("bending", ["hinge", "springs"])
 @pytest.mark.parametrize("n,m", [(2, 2), (3, 7), (6, 4), (11, 5)])
-def test_grid_spring_counts_follow_formula(n, m):
-    cloth = dc.Cloth(*dc.grid(n, m))
+def test_grid_spring_counts_follow_formula(n, m, bending):
+    # on a grid every interior edge has its own bending spring: as many hinges as bending springs
+    cloth = dc.Cloth(*dc.grid(n, m), bending=bending)
     assert (cloth.n_tension, cloth.n_bending) == expected_counts(n, m)
 
 
@@ -46,9 +50,21 @@ def test_quads_and_ngons_are_triangulated():
 
 def test_bending_springs_join_opposite_vertices():
     verts = np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0], [1, 1, 0]], float)
-    cloth = dc.Cloth(verts, [[0, 1, 2], [1, 3, 2]])
+    cloth = dc.Cloth(verts, [[0, 1, 2], [1, 3, 2]], bending="springs")
     assert cloth.bending_edges.tolist() == [[0, 3]]
     assert np.allclose(cloth.rest_lengths[-1], np.sqrt(2))
+    assert len(cloth.edges) == 6 and len(cloth.k_bending) == 1
+
+
+def test_hinges_are_interior_edges_with_opposite_vertices():
+    verts = np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0], [1, 1, 0]], float)
+    cloth = dc.Cloth(verts, [[0, 1, 2], [1, 3, 2]])
+    assert cloth.bending == "hinge"
+    assert cloth.hinges.tolist() == [[1, 2, 0, 3]]
+    assert len(cloth.edges) == 5 and len(cloth.k_bending) == 1  # hinge mode: the springs are the edges
+    # a triangle given twice (both orientations) makes no hinge
+    twice = dc.Cloth(verts[:3], [[0, 1, 2], [0, 2, 1]])
+    assert twice.hinges.shape == (0, 4) and twice.bending_edges.shape == (0, 2)
 
 
 def test_lumped_masses_sum_to_total_and_follow_area():

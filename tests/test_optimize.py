@@ -8,9 +8,10 @@ import pytest
 import core as dc
 
 
-def small_scene(k_tension=10.0, steps=12, **kw):
+def small_scene(k_tension=10.0, steps=12, bending="hinge", **kw):
     verts, tris = dc.grid(5, 5, size=0.4)
-    cloth = dc.Cloth(verts, tris, mass=0.1, k_tension=k_tension, k_bending=0.05, pinned=[20, 24])
+    cloth = dc.Cloth(verts, tris, mass=0.1, k_tension=k_tension, k_bending=0.05 if bending == "springs" else 1e-3,
+                     pinned=[20, 24], bending=bending)
     return dc.Scene(cloth, steps=steps, dt=0.05, **kw)
 
 
@@ -48,21 +49,28 @@ def test_callback_stop_keeps_best(stiffness_problem):
     assert {"iteration", "loss", "normalized_loss", "grad_norm", "elapsed", "params"} <= set(seen[-1])
 
 
-@pytest.mark.parametrize("params", [
+STIFFNESS_PARAMS = [
     [dc.GlobalStiffness(True, True)],
+    [dc.GlobalStiffness(False, True)],
     [dc.SpringStiffness("tension"), dc.SpringStiffness("bending")],
     [dc.SpringStiffness("tension", log=False), dc.SpringStiffness("bending", log=False)],
-    [dc.InitialVelocity(), dc.InitialRotation((-0.2, 0.2, 0.0), (0.2, 0.2, 0.0), start=0.3)],
-    [dc.InitialVelocity(per_vertex=True)],
-    [dc.ControlForces(magnitude=1e-3, smoothness=1e-2), dc.Wind(magnitude=1e-3, smoothness=1e-2)],
+]
+
+
+@pytest.mark.parametrize("params,bending", [(p, "hinge") for p in STIFFNESS_PARAMS] + [
+    (p, "springs") for p in STIFFNESS_PARAMS] + [
+    ([dc.InitialVelocity(), dc.InitialRotation((-0.2, 0.2, 0.0), (0.2, 0.2, 0.0), start=0.3)], "hinge"),
+    ([dc.InitialVelocity(per_vertex=True)], "hinge"),
+    ([dc.ControlForces(magnitude=1e-3, smoothness=1e-2), dc.Wind(magnitude=1e-3, smoothness=1e-2)], "hinge"),
 ])
-def test_parameterization_gradients_match_finite_differences(params):
-    scene = small_scene(steps=8)
+def test_parameterization_gradients_match_finite_differences(params, bending):
+    scene = small_scene(steps=8, bending=bending)
     target = dc.simulate(scene).x
     loss = dc.KeyframeLoss({8: target[8] + 0.02, 4: target[4] - 0.01}, weights={4: 0.5})
     # ε = 1e-4: central differences of this smooth (contact-free) loss are then limited by
     # truncation (~1e-7), not by rounding of the loss (~1e-16·L/ε), even for tiny components
-    checks = dc.check_gradient(scene, loss, params, eps=1e-4, components=[0, 1], directions=2)
+    size = sum(p.size(scene) for p in params)
+    checks = dc.check_gradient(scene, loss, params, eps=1e-4, components=range(min(2, size)), directions=2)
     for c in checks:
         assert c["rel_error"] < 1e-5, c
 

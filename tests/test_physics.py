@@ -6,10 +6,11 @@ import numpy as np
 import pytest
 
 import core as dc
-from core.colliders import Contact
-from core.integrator import Model, spring_blocks, spring_geometry
+from core.energies import Contact, spring_blocks, spring_geometry
+from core.integrator import Model
 
 G = np.array([0.0, 0.0, -9.81])
+BENDING = ["hinge", "springs"]
 
 
 def square(n=5, size=0.4, **kw):
@@ -26,13 +27,14 @@ def crumpled(n=5, seed=0, scale=0.05):
 
 # --- energies: gradient and Hessian against finite differences ---------------------------------
 
+@pytest.mark.parametrize("bending", BENDING)
 @pytest.mark.parametrize("colliders", [
     [],
     [dc.Sphere((0.0, 0.0, 0.02), 0.1)],
     [dc.Plane((0.0, 0.0, 0.01), (0.2, 0.1, 1.0))],
-], ids=["springs", "sphere", "plane"])
-def test_gradient_and_hessian_match_finite_differences(colliders):
-    cloth = square(k_tension=30.0, k_bending=0.5, damping=0.4, pinned=[0])
+], ids=["cloth", "sphere", "plane"])
+def test_gradient_and_hessian_match_finite_differences(colliders, bending):
+    cloth = square(k_tension=30.0, k_bending=0.5, damping=0.4, pinned=[0], bending=bending)
     scene = dc.Scene(cloth, steps=2, dt=0.05, colliders=colliders, contact_stiffness=500.0,
                      contact_thickness=0.005)
     model = Model(scene)
@@ -88,7 +90,7 @@ def test_sphere_hessian_keeps_its_curvature_term():
 
 def test_spring_blocks_clamped_are_psd_and_exact_when_stretched():
     x = crumpled(seed=3, scale=0.08)
-    cloth = square()
+    cloth = square(bending="springs")
     length, u = spring_geometry(x[cloth.edges[:, 0]] - x[cloth.edges[:, 1]])
     k, stretch = cloth.stiffness, length - cloth.rest_lengths
     exact = spring_blocks(u, length, k, k * stretch)
@@ -111,8 +113,26 @@ def test_spring_blocks_clamped_are_psd_and_exact_when_stretched():
 
 # --- a step solves the implicit Euler equations -------------------------------------------------
 
+def hinge_terms(cloth, x):
+    """Per hinge: vertices, ∂E/∂x (4,3) and E of ½(k/A)‖Σwx‖², with the cotangents from the rest
+    triangles' angles (arccos, not the solver's formula)."""
+    r = cloth.rest
+
+    def cot(p, a, b):
+        u, v = r[a] - r[p], r[b] - r[p]
+        return 1 / np.tan(np.arccos(u @ v / np.linalg.norm(u) / np.linalg.norm(v)))
+
+    for (i0, i1, i2, i3), k in zip(cloth.hinges, cloth.k_bending):
+        a0, a1, b0, b1 = cot(i0, i1, i2), cot(i1, i0, i2), cot(i0, i1, i3), cot(i1, i0, i3)
+        w = np.array([-(a1 + b1), -(a0 + b0), a0 + a1, b0 + b1])
+        area = (np.linalg.norm(np.cross(r[i1] - r[i0], r[i2] - r[i0]))
+                + np.linalg.norm(np.cross(r[i1] - r[i0], r[i3] - r[i0]))) / 2
+        bend = w @ x[[i0, i1, i2, i3]]
+        yield [i0, i1, i2, i3], (k / area) * np.outer(w, bend), 0.5 * k / area * bend @ bend
+
+
 def forces(scene, x, v, step):
-    """f(x, v) computed independently of the solver: springs, gravity, damping, contact, control."""
+    """f(x, v) computed independently of the solver: springs, hinges, gravity, damping, contact, control."""
     cloth = scene.cloth
     e = cloth.edges
     d = x[e[:, 0]] - x[e[:, 1]]
@@ -121,6 +141,9 @@ def forces(scene, x, v, step):
     f = np.zeros_like(x)
     np.add.at(f, e[:, 0], -fs)
     np.add.at(f, e[:, 1], fs)
+    if cloth.bending == "hinge":
+        for idx, grad, _ in hinge_terms(cloth, x):
+            f[idx] -= grad
     f += cloth.masses[:, None] * (scene.gravity - cloth.damping * v)
     c = Contact(scene.colliders, x, (step + 1) / scene.substeps, scene.contact_stiffness, scene.contact_thickness)
     np.add.at(f, c.active, -c.grad)
@@ -129,8 +152,9 @@ def forces(scene, x, v, step):
     return f
 
 
-def test_converged_steps_satisfy_implicit_euler():
-    cloth = square(k_tension=40.0, k_bending=0.2, damping=0.5, pinned=[20, 24])
+@pytest.mark.parametrize("bending", BENDING)
+def test_converged_steps_satisfy_implicit_euler(bending):
+    cloth = square(k_tension=40.0, k_bending=0.2, damping=0.5, pinned=[20, 24], bending=bending)
     rng = np.random.default_rng(2)
     scene = dc.Scene(cloth, steps=6, dt=0.05, substeps=2, colliders=[dc.Sphere((0.0, 0.0, -0.15), 0.1)],
                      contact_stiffness=400.0, forces=rng.normal(size=(6, 25, 3)) * 0.01)
@@ -144,7 +168,8 @@ def test_converged_steps_satisfy_implicit_euler():
         assert np.abs(r[free] / m[free]).max() * h < 1e-8  # residual in metres, as the solver measures it
 
 
-def test_shifted_newton_steps_solve_implicit_euler(monkeypatch):
+@pytest.mark.parametrize("bending", BENDING)
+def test_shifted_newton_steps_solve_implicit_euler(monkeypatch, bending):
     # the Levenberg-shifted Hessian (used when blended Newton crawls) from the first iteration on:
     # a hanging 16×16 cloth buckles between its pins, so the shift is taken, and every step
     # must still converge to a solution of the implicit Euler equations
@@ -155,7 +180,7 @@ def test_shifted_newton_steps_solve_implicit_euler(monkeypatch):
     monkeypatch.setattr(integrator.Stepper, "_refactor_shifted",
                         lambda self, *a, **kw: shifted.append(1) or real(self, *a, **kw))
     verts, tris = dc.grid(16, 16)
-    cloth = dc.Cloth(verts, tris, mass=0.5, k_tension=20.0, k_bending=0.1, pinned=[240, 255])
+    cloth = dc.Cloth(verts, tris, mass=0.5, k_tension=20.0, pinned=[240, 255], bending=bending)
     scene = dc.Scene(cloth, steps=10, dt=0.1)
     traj = dc.simulate(scene)
     assert shifted and traj.stats.converged.all()
@@ -166,8 +191,9 @@ def test_shifted_newton_steps_solve_implicit_euler(monkeypatch):
         assert np.abs(r[free] / m[free]).max() * h < 1e-8
 
 
-def test_cloth_at_rest_stays_at_rest():
-    scene = dc.Scene(square(pinned=[0]), steps=10, dt=0.1, gravity=(0, 0, 0))
+@pytest.mark.parametrize("bending", BENDING)
+def test_cloth_at_rest_stays_at_rest(bending):
+    scene = dc.Scene(square(pinned=[0], bending=bending), steps=10, dt=0.1, gravity=(0, 0, 0))
     traj = dc.simulate(scene)
     assert np.abs(traj.x - scene.x0).max() < 1e-12 and np.abs(traj.v).max() < 1e-11
 
@@ -214,8 +240,9 @@ def test_dropped_cloth_comes_to_rest_on_collider(collider):
     assert depth.max() > 0 and depth.max() < 3 * m.sum() * 9.81 / kc
 
 
-def test_energy_never_grows_without_control():
-    cloth = square(k_tension=40.0, k_bending=0.3, pinned=[20, 24])
+@pytest.mark.parametrize("bending", BENDING)
+def test_energy_never_grows_without_control(bending):
+    cloth = square(k_tension=40.0, k_bending=0.3, pinned=[20, 24], bending=bending)
     scene = dc.Scene(cloth, steps=30, dt=0.05, colliders=[dc.Sphere((0.0, 0.0, -0.3), 0.12)],
                      contact_stiffness=1e3)
     traj = dc.simulate(scene)
@@ -224,16 +251,19 @@ def test_energy_never_grows_without_control():
     def energy(x, v):
         length = np.linalg.norm(x[e[:, 0]] - x[e[:, 1]], axis=1)
         c = Contact(scene.colliders, x, 0, scene.contact_stiffness, 0.0)
+        hinges = sum(eh for _, _, eh in hinge_terms(cloth, x)) if bending == "hinge" else 0.0
         return (0.5 * np.sum(cloth.masses[:, None] * v * v) + 0.5 * np.sum(cloth.stiffness * (length - cloth.rest_lengths) ** 2)
-                - np.sum(cloth.masses[:, None] * scene.gravity * x) + c.energy)
+                - np.sum(cloth.masses[:, None] * scene.gravity * x) + c.energy + hinges)
 
     total = np.array([energy(x, v) for x, v in zip(traj.x, traj.v)])
     assert np.all(np.diff(total) <= 1e-9 * np.abs(total).max())
     assert total[-1] < total[0]
 
 
-def test_runs_are_bit_identical():
-    scene = dc.Scene(square(pinned=[20, 24]), steps=10, dt=0.1, colliders=[dc.Sphere((0, 0, -0.3), 0.15)])
+@pytest.mark.parametrize("bending", BENDING)
+def test_runs_are_bit_identical(bending):
+    scene = dc.Scene(square(pinned=[20, 24], bending=bending), steps=10, dt=0.1,
+                     colliders=[dc.Sphere((0, 0, -0.3), 0.15)])
     a, b = dc.simulate(scene), dc.simulate(scene)
     assert np.array_equal(a.x, b.x) and np.array_equal(a.v, b.v)
 
@@ -254,11 +284,13 @@ def test_frames_and_substeps_shapes():
     assert len(traj.stats.iterations) == 12
 
 
+@pytest.mark.parametrize("bending,k_bending", [("springs", 0.1), ("hinge", None)], ids=["springs", "hinge"])
 @pytest.mark.parametrize("sphere", [False, True], ids=["hanging", "sphere"])
-def test_thesis_hanging_cloth_converges_every_step(sphere):
+def test_thesis_hanging_cloth_converges_every_step(sphere, bending, k_bending):
     n = 20
     verts, tris = dc.grid(n, n)
-    cloth = dc.Cloth(verts, tris, mass=0.5, k_tension=20.0, k_bending=0.1, pinned=[(n - 1) * n, n * n - 1])
+    cloth = dc.Cloth(verts, tris, mass=0.5, k_tension=20.0, k_bending=k_bending, pinned=[(n - 1) * n, n * n - 1],
+                     bending=bending)
     scene = dc.Scene(cloth, steps=100, dt=0.1, contact_stiffness=1e3,
                      colliders=[dc.Sphere((0, 0.1, -0.45), 0.25)] if sphere else [])
     traj = dc.simulate(scene)

@@ -1,0 +1,150 @@
+"""Hand-posed keys (issue 15): can the default control parameterization reach them, how hard does it
+push, and how long does it take?
+
+A 1 m cloth of side×side vertices (0.5 kg, tension 20, air damping 0.5, two corners pinned) at 24
+fps for 48 frames over a sphere (r 0.25 at (0, −0.35, −0.55)) and a floor (z = −1). Targets: the
+simulated frame 24 turned 25° about the vertical through its centroid, and frame 48 shifted 15 cm
+in x. Through core.optimize with the add-on's default control forces (KeyedForces), and at 20×20
+through the add-on's Optimize operator on targets made with New Target from Cloth and then edited.
+Per case: mean distance at both keys (criterion ≤ 1 cm), largest control acceleration (≤ 2 g), wall
+time (≤ 2 min at 32×32, ≤ 8 min at 64×64) split into forward, backward and optimizer overhead
+(one forward and one gradient timed apart, times the evaluations), evaluations per iteration.
+
+    .envs/py313-bpy5.2/bin/python benchmarks/artist_match.py [--sizes 32 64] [--max-iter 100] [--no-addon]
+"""
+
+import argparse
+import json
+import math
+import pathlib
+import sys
+import time
+
+import numpy as np
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "scripts"))
+from dev_extension import load_extension  # noqa: E402
+
+ext = load_extension()
+import diffcloth.core as dc  # noqa: E402
+
+FPS, FRAMES, G = 24, 48, 9.81
+LIMIT_S = {32: 120, 64: 480}
+
+
+def turned(x, degrees):
+    c = x.mean(axis=0)
+    a = math.radians(degrees)
+    rot = np.array([[math.cos(a), -math.sin(a), 0], [math.sin(a), math.cos(a), 0], [0, 0, 1]])
+    return (x - c) @ rot.T + c
+
+
+def scene(side):
+    verts, tris = dc.grid(side, side, size=1.0)
+    top = np.flatnonzero(np.isclose(verts[:, 1], verts[:, 1].max()))
+    cloth = dc.Cloth(verts, tris, mass=0.5, k_tension=20.0, damping=0.5, pinned=[top[0], top[-1]])
+    return dc.Scene(cloth, steps=FRAMES, dt=1 / FPS,
+                    colliders=[dc.Sphere((0.0, -0.35, -0.55), 0.25), dc.Plane((0, 0, -1.0), (0, 0, 1))])
+
+
+def default_controls():
+    """What the add-on's Control Forces option builds from its defaults."""
+    import bpy
+    ext.register()
+    try:
+        s = bpy.context.scene.diffcloth
+        return dc.KeyedForces(s.force_key_spacing, s.force_magnitude, s.force_smoothness)
+    finally:
+        ext.unregister()
+
+
+def core_case(side, max_iter, controls):
+    sc = scene(side)
+    x = dc.simulate(sc).x
+    loss = dc.KeyframeLoss({24: turned(x[24], 25.0), 48: x[48] + [0.15, 0.0, 0.0]})
+    t0 = time.perf_counter()
+    result = dc.optimize(sc, loss, [controls], max_iter=max_iter)
+    wall = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    traj = dc.simulate(result.scene)
+    forward = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    dc.value_and_grad(result.scene, loss, traj=traj)
+    backward = time.perf_counter() - t0
+    return report(f"{side}x{side} core", side, loss.distances(traj.x), len(result.history), result.reason,
+                  result.scene.max_control_acceleration(), wall, result.evaluations, forward, backward)
+
+
+def report(name, side, distances, iterations, reason, max_accel, wall, evals=None, forward=None, backward=None):
+    out = dict(case=name, iterations=iterations, reason=reason, wall_s=round(wall, 1),
+               mean_mm={f: round(d[0] * 1e3, 1) for f, d in distances.items()},
+               largest_mm={f: round(d[1] * 1e3, 1) for f, d in distances.items()},
+               max_control_g=round(max_accel / G, 2))
+    if evals is not None:
+        out.update(evaluations=evals, evaluations_per_iteration=round(evals / max(iterations, 1), 2),
+                   forward_s=round(forward * evals, 1), backward_s=round(backward * evals, 1),
+                   optimizer_s=round(wall - (forward + backward) * evals, 1))
+    out["meets"] = dict(within_1cm=all(d[0] <= 0.01 for d in distances.values()),
+                        within_2g=out["max_control_g"] <= 2.0, in_time=wall <= LIMIT_S.get(side, math.inf))
+    return out
+
+
+def addon_case(side, max_iter):
+    """The add-on's Optimize on targets made with New Target from Cloth, then edited by hand."""
+    import bpy
+    ext.register()
+    try:
+        bpy.ops.wm.read_factory_settings(use_empty=True)
+        s = bpy.context.scene
+        s.render.fps, s.frame_start, s.frame_end = FPS, 1, FRAMES + 1
+        bpy.ops.mesh.primitive_grid_add(x_subdivisions=side - 1, y_subdivisions=side - 1, size=1.0)
+        cloth = bpy.context.active_object
+        cloth.name, cloth.diffcloth.role, cloth.diffcloth.damping = "Cloth", "CLOTH", 0.5
+        co = np.array([v.co for v in cloth.data.vertices])
+        top = np.flatnonzero(np.isclose(co[:, 1], co[:, 1].max()))
+        cloth.vertex_groups.new(name="pins").add([int(top[0]), int(top[-1])], 1.0, "REPLACE")
+        cloth.diffcloth.pin_group = "pins"
+        bpy.ops.mesh.primitive_uv_sphere_add(radius=0.25, location=(0, -0.35, -0.55))
+        bpy.context.active_object.diffcloth.role = "SPHERE"
+        bpy.ops.mesh.primitive_plane_add(size=4, location=(0, 0, -1))
+        bpy.context.active_object.diffcloth.role = "PLANE"
+        bpy.context.view_layer.objects.active = cloth
+        assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+        for frame, edit in ((25, lambda x: turned(x, 25.0)), (49, lambda x: x + [0.15, 0.0, 0.0])):
+            s.frame_set(frame)
+            bpy.context.view_layer.objects.active = cloth
+            assert bpy.ops.diffcloth.new_target() == {"FINISHED"}
+            target = bpy.data.objects[f"Cloth_target_f{frame:04d}"]
+            x = np.array([v.co for v in target.data.vertices])
+            target.data.vertices.foreach_set("co", edit(x).ravel())  # posed by hand
+            target.data.update()
+        s.frame_set(1)
+        s.diffcloth.opt_tension, s.diffcloth.opt_forces, s.diffcloth.max_iterations = False, True, max_iter
+        bpy.context.view_layer.objects.active = cloth
+        t0 = time.perf_counter()
+        assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
+        wall = time.perf_counter() - t0
+        stored = cloth["diffcloth_result"]
+        distances = {int(f): (v[2], v[3]) for f, v in stored["keyframes"].items()}
+        return report(f"{side}x{side} add-on", side, distances, stored["iterations"], stored["reason"],
+                      stored["max_control_acceleration"], wall)
+    finally:
+        ext.unregister()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[32, 64])
+    ap.add_argument("--max-iter", type=int, default=100)
+    ap.add_argument("--no-addon", action="store_true")
+    args = ap.parse_args()
+    controls = default_controls()
+    for side in args.sizes:
+        print(json.dumps(core_case(side, args.max_iter, controls)), flush=True)
+    if not args.no_addon:
+        print(json.dumps(addon_case(20, args.max_iter)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
