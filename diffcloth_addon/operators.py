@@ -162,7 +162,8 @@ class _Run(_ClothName, bpy.types.Operator):
 
     def _stop_ui(self, context):
         context.window_manager.event_timer_remove(self.timer)
-        context.workspace.status_text_set(None)
+        if context.workspace is not None:  # None while a file is being loaded
+            context.workspace.status_text_set(None)
 
     def cancel(self, context):
         """Blender ends the operator (window closed, file loaded): end the worker, write nothing."""
