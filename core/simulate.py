@@ -48,9 +48,12 @@ def _keep(factor, kept):
 
 
 @one_blas_thread
-def simulate(scene, progress=None):
+def simulate(scene, progress=None, guess=None):
     """Run the scene; raises SimulationError naming the frame if a step diverges.
-    progress(frames_done, frames) is called after every frame."""
+    progress(frames_done, frames) is called after every frame. guess: positions at every
+    integrator step (n_steps+1, n, 3) for Newton to start from where they are closer than the
+    inertial prediction, e.g. the trajectory predicted for a new design in an optimization (it
+    changes the iterations, not the tolerance the steps are solved to)."""
     model = Model(scene)
     stepper = Stepper(model)
     ns, h = scene.n_steps, scene.h
@@ -63,7 +66,7 @@ def simulate(scene, progress=None):
     stats = SolverStats(ns)
     factors, kept = [], {}
     for s in range(ns):
-        y, it, res, ok = stepper.step(xs[s], vs[s], s)
+        y, it, res, ok = stepper.step(xs[s], vs[s], s, None if guess is None else guess[s + 1])
         if not ok and res > 1e3 * model.tol:
             raise stepper._error(s, f"did not converge in {it} iterations (residual {res:.2e} m)")
         xs[s + 1] = y
