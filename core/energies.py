@@ -136,11 +136,13 @@ class HingeBending:
 
 
 class Contact:
-    """Penalty contact E = ½·k·min(d, 0)² with d the signed distance minus thickness, per vertex.
+    """Penalty contact E = ½·k·min(d, 0)² per vertex, with d the signed distance minus thickness
+    and k the vertex's stiffness: the scene's contact stiffness per unit mass (1/s²) times the
+    vertex's mass, so a vertex sinks g/κ under its own weight at any mesh resolution.
 
     `active` indexes the vertices in contact; grad is (len(active), 3), hess and hess_psd
     (len(active), 3, 3): the sphere's curvature term k·d·(I − uuᵀ)/r is negative inside,
-    so the projected Hessian drops it.
+    so the projected Hessian drops it. stiffness: per vertex (n,) or one for all.
     """
 
     def __init__(self, colliders, x, t, stiffness, thickness, vertices=None):
@@ -149,22 +151,23 @@ class Contact:
         idx, grads, hess, hpsd = [], [], [], []
         cand = np.arange(n) if vertices is None else vertices
         xc = x[cand]
+        kc = np.broadcast_to(np.asarray(stiffness, dtype=np.float64), (n,))[cand]
         for col in colliders:
             d, u, inv = col.distance(xc, t)
             d = d - thickness
             on = d < 0
             if not on.any():
                 continue
-            d, u = d[on], u[on]
-            self.energy += 0.5 * stiffness * float(d @ d)
+            d, u, k = d[on], u[on], kc[on]
+            self.energy += 0.5 * float(np.dot(k * d, d))
             idx.append(cand[on])
-            grads.append(stiffness * d[:, None] * u)
-            uu = stiffness * u[:, :, None] * u[:, None, :]
+            grads.append((k * d)[:, None] * u)
+            uu = k[:, None, None] * u[:, :, None] * u[:, None, :]
             hpsd.append(uu)
             if inv is None:
                 hess.append(uu)
             else:
-                curv = stiffness * d * inv[on]
+                curv = k * d * inv[on]
                 hess.append(uu + curv[:, None, None] * (np.eye(3) - u[:, :, None] * u[:, None, :]))
         if idx:
             self.active = np.concatenate(idx)
@@ -186,7 +189,7 @@ class State:
         self.length, self.dir = spring_geometry(potential.springs.across @ y)
         self.stretch = self.length - potential.springs.rest
         sc = potential.scene
-        self.contact = Contact(sc.colliders, y, (s + 1) / sc.substeps, sc.contact_stiffness,
+        self.contact = Contact(sc.colliders, y, (s + 1) / sc.substeps, potential.contact_k,
                                sc.contact_thickness, potential.free)
         self.phi = potential.springs.energy(self) + self.contact.energy - float(np.sum(potential.gravity * y))
         self.bend = None
@@ -211,6 +214,7 @@ class Potential:
         self.springs = Springs(cloth.edges, cloth.rest_lengths, cloth.stiffness, cloth.n)
         self.assemble_springs = hess_scale * system.assembler(fidx[cloth.edges])
         self.gravity = cloth.masses[:, None] * scene.gravity[None, :]
+        self.contact_k = scene.contact_stiffness * cloth.masses
         self.hinges = self.hinge_data = None
         if cloth.bending == "hinge":
             self.hinges = HingeBending(cloth.rest, cloth.hinges, cloth.k_bending, cloth.n)

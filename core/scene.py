@@ -24,6 +24,10 @@ class Scene:
     h = dt/substeps; trajectories and losses address frames 0..steps. forces (steps, n, 3) act
     during frame f → f+1; pin_path (steps+1, n_pinned, 3) gives the pinned vertices' positions
     at every frame (in the order of cloth.pinned), linearly interpolated between frames.
+    contact_stiffness κ (N/m per kg, i.e. 1/s²) is the colliders' penalty stiffness per unit of
+    vertex mass: a vertex of mass m is pushed out with κ·m·depth, so the cloth sinks g/κ under
+    its own weight (1e5: 0.1 mm) at any resolution, and the contact is as stiff, relative to the
+    cloth's inertia, on every mesh. contact_thickness (m) is the distance kept from colliders.
     tol bounds the Newton residual h²·|∇E|/m (metres) relative to the cloth's size, unless
     rounding of the positions keeps it higher (stiff bending on fine cells): a step then stops at
     that floor, converged if it is within 1e3·tol. max_newton caps the iterations of one step.
@@ -33,7 +37,7 @@ class Scene:
     """
 
     def __init__(self, cloth, steps=100, dt=0.1, substeps=1, gravity=(0.0, 0.0, -9.81), colliders=(),
-                 contact_stiffness=1e3, contact_thickness=0.0, x0=None, v0=0.0, forces=None, pin_path=None,
+                 contact_stiffness=1e5, contact_thickness=0.0, x0=None, v0=0.0, forces=None, pin_path=None,
                  tol=1e-10, max_newton=500):
         if not isinstance(cloth, Cloth):
             raise ValueError("cloth must be a core.Cloth")
@@ -46,7 +50,7 @@ class Scene:
         if not (np.isfinite(dt) and dt > 0):
             raise ValueError(f"time step dt must be positive, got {dt}")
         if not (np.isfinite(contact_stiffness) and contact_stiffness > 0):
-            raise ValueError(f"contact stiffness must be positive, got {contact_stiffness}")
+            raise ValueError(f"contact stiffness must be positive (N/m per kg), got {contact_stiffness}")
         if not (np.isfinite(contact_thickness) and contact_thickness >= 0):
             raise ValueError(f"contact thickness must be non-negative, got {contact_thickness}")
         if not (tol > 0 and int(max_newton) >= 1):
