@@ -30,7 +30,7 @@ def scene(n, sphere):
     cloth = dc.Cloth(verts, tris, mass=0.5, k_tension=20.0, k_bending=0.1, pinned=[(n - 1) * n, n * n - 1],
                      bending="springs")  # the thesis's model
     colliders = [dc.Sphere((0.0, 0.1, -0.45), 0.25)] if sphere else []
-    return dc.Scene(cloth, steps=100, dt=0.1, colliders=colliders, contact_stiffness=1e3)
+    return dc.Scene(cloth, steps=100, dt=0.1, colliders=colliders, contact_stiffness=8e5)
 
 
 def timed(fn):

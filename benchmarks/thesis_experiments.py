@@ -27,7 +27,7 @@ def thesis_scene(k_tension=20.0, k_bending=0.1, sphere=False, steps=100, pinned=
     verts, tris = dc.grid(N, N, size=1.0)
     cloth = dc.Cloth(verts, tris, mass=0.5, k_tension=k_tension, k_bending=k_bending, pinned=pinned,
                      bending="springs")
-    return dc.Scene(cloth, steps=steps, dt=0.1, colliders=[SPHERE] if sphere else [], contact_stiffness=1e3, **kw)
+    return dc.Scene(cloth, steps=steps, dt=0.1, colliders=[SPHERE] if sphere else [], contact_stiffness=8e5, **kw)
 
 
 def run(name, scene, loss, params, max_iter, **figures):

@@ -102,7 +102,7 @@ def throw_onto_sphere():
     targets_from_truth(cloth, [5, 10])
     s = bpy.context.scene.diffcloth
     s.opt_tension, s.opt_velocity, s.max_iterations = False, True, 20
-    return "optimize initial velocity (start 0, true (0.6, 0, 2.05) m/s)", 1e6
+    return "optimize initial velocity (start 0, true (0.6, 0, 2.05) m/s)", 1e5
 
 
 @scene
