@@ -234,8 +234,6 @@ class Stepper:
             other = md.point(y, x, xhat, u, s)
             if other.energy < pt.energy:
                 pt = other
-        if len(pt.contact.active):
-            pt = self._start_outside(pt, x, xhat, u, s)
         tension = k * pt.stretch if self.tension is None else self.tension
         to_pos = h * h / md.mf[:, None]
         self.blend, self.skip_full = 0, 0
@@ -281,19 +279,6 @@ class Stepper:
             prev = res
         self.tension = k * pt.stretch
         return pt.y, it, res, res <= (FLOOR_SLACK if floor else 1.0) * md.tol
-
-    def _start_outside(self, pt, x, xhat, u, s):
-        """The prediction with penetrating vertices moved out to the collider surfaces, if that
-        lowers E: a Newton step from deep inside a stiff penalty backtracks for many iterations."""
-        md, sc = self.model, self.model.scene
-        y = pt.y.copy()
-        t = (s + 1) / sc.substeps
-        for col in sc.colliders:
-            d, nrm, _ = col.distance(y[md.free], t)
-            inside = d < sc.contact_thickness
-            y[md.free[inside]] -= ((d[inside] - sc.contact_thickness) * (1 + 1e-9))[:, None] * nrm[inside]
-        new = md.point(y, x, xhat, u, s)
-        return new if new.energy < pt.energy else pt
 
     def _curvature_step(self, pt, p, g, d, x, xhat, u, s):
         md = self.model
