@@ -18,6 +18,7 @@ import numpy as np
 from .integrator import Model, pcg, refined
 from .simulate import simulate
 from .threads import one_blas_thread
+from .timing import timed
 
 ADJOINT_RTOL = 1e-12
 # bytes of per-step states and matrices a Linearization keeps for later passes (a 64×64 cloth:
@@ -38,11 +39,12 @@ class Gradient:
 class Linearization:
     """The converged trajectory's step matrices A = M(1 + hc) + h²∇²Φ and solves with them: the
     state at step s's end (`point`), A's storage data (`matrix`) and A·x = b (`solve`, PCG on
-    the forward's factorization, else a fresh one). States and matrices are kept (within
-    LINEARIZATION_BUDGET) for the next pass: an optimizer runs many over one trajectory."""
+    the forward's factorization, else a fresh one) to relative residual rtol. States and
+    matrices are kept (within LINEARIZATION_BUDGET) for the next pass: an optimizer runs many
+    over one trajectory."""
 
-    def __init__(self, scene, traj):
-        self.scene, self.traj = scene, traj
+    def __init__(self, scene, traj, rtol=ADJOINT_RTOL):
+        self.scene, self.traj, self.rtol = scene, traj, rtol
         self.model = Model(scene)
         self.fallback = None
         self._kept, self._bytes = {}, 0
@@ -68,13 +70,13 @@ class Linearization:
         system, data = self.model.system, self.matrix(s)
         for pre in (self.traj.factors[s], self.fallback):
             if pre is not None:
-                x, _ = pcg(system, data, b, pre, ADJOINT_RTOL, maxiter=60)
+                x, _ = pcg(system, data, b, pre, self.rtol, maxiter=60)
                 if x is not None:
                     return x
         fresh = system.factor(data)
         if fresh.positive_definite:
             self.fallback = fresh
-            x = refined(system, data, b, fresh, ADJOINT_RTOL, maxiter=60)
+            x = refined(system, data, b, fresh, self.rtol, maxiter=60)
             if x is not None:
                 return x
         return system.factor_general(data)(b)  # an indefinite A (a saddle): LU is still exact
@@ -90,6 +92,7 @@ def value_and_grad(scene, loss, traj=None):
     return value, backward(scene, traj, gx_frames, gv_frames)
 
 
+@timed("adjoint")
 @one_blas_thread
 def backward(scene, traj, gx_frames, gv_frames, lin=None):
     """Gradient from the loss partials at frames (frames+1, n, 3); lin: the trajectory's

@@ -17,6 +17,7 @@ import numpy as np
 from .adjoint import Linearization
 from .scene import at_step
 from .threads import one_blas_thread
+from .timing import timed
 
 FIELDS = ("k_tension", "k_bending", "x0", "v0", "forces", "damping", "contact_stiffness", "pin_path")
 
@@ -48,6 +49,7 @@ def _direction(scene, direction):
     return out
 
 
+@timed("tangent")
 @one_blas_thread
 def tangent(scene, traj, direction, lin=None):
     """The Tangent of `traj` (simulate(scene)'s) along `direction`: a dict of design fields named
