@@ -21,11 +21,12 @@ METHODS = ("auto", "gauss-newton", "l-bfgs-b")
 class OptimizeResult:
     """scene: the best scene found; theta, loss (keyframe loss + regularizers) of that scene;
     initial_loss; history: one dict per iteration (iteration, loss, normalized_loss, grad_norm,
-    elapsed, and that iteration's evaluations (simulations), forward_s, adjoint_s, tangent_s
-    (seconds in those passes); Gauss–Newton adds inner (Lanczos vectors, each one tangent and one
-    adjoint pass) and damping (λ)); reason: why it stopped ("converged", "max_iter", "stopped", or
-    the method's message); method: the one that ran; params: the optimized quantities by name
-    (see Param.describe); evaluations: simulations run."""
+    elapsed, and that iteration's evaluations (simulations), adjoints, tangents (passes) and
+    forward_s, adjoint_s, tangent_s (seconds in them); Gauss–Newton adds inner (Lanczos vectors,
+    each one tangent and one adjoint pass) and damping (λ)); reason: why it stopped
+    ("converged", "max_iter", "stopped", or the method's message); method: the one that ran;
+    params: the optimized quantities by name (see Param.describe); evaluations: simulations run;
+    passes: {"forward" | "adjoint" | "tangent": (count, seconds)} over the whole run."""
 
     def __init__(self, **fields):
         self.__dict__.update(fields)
@@ -56,7 +57,8 @@ class _Run:
     """What both methods share: the best design seen, the history with each iteration's share
     of the passes (from the Clock), and the callback that may stop the run (raising _Stop)."""
 
-    PASSES = (("forward", "evaluations", "forward_s"), ("adjoint", None, "adjoint_s"), ("tangent", None, "tangent_s"))
+    PASSES = (("forward", "evaluations", "forward_s"), ("adjoint", "adjoints", "adjoint_s"),
+              ("tangent", "tangents", "tangent_s"))
 
     def __init__(self, design, callback, clock, initial_loss):
         self.design, self.callback, self.clock = design, callback, clock
@@ -77,8 +79,7 @@ class _Run:
                 "normalized_loss": self.loss / self.initial_loss if self.initial_loss > 0 else 0.0,
                 "grad_norm": grad_norm, "elapsed": time.perf_counter() - self.start}
         for kind, count_key, seconds_key in self.PASSES:
-            if count_key:
-                info[count_key] = counts.get(kind, 0) - self._seen[0].get(kind, 0)
+            info[count_key] = counts.get(kind, 0) - self._seen[0].get(kind, 0)
             info[seconds_key] = seconds.get(kind, 0.0) - self._seen[1].get(kind, 0.0)
         info.update(extra)
         self._seen = counts, seconds
@@ -87,10 +88,12 @@ class _Run:
             raise _Stop
 
     def result(self, reason, method):
+        counts, seconds = self.clock.snapshot()
+        passes = {kind: (counts.get(kind, 0), seconds.get(kind, 0.0)) for kind, _, _ in self.PASSES}
         return OptimizeResult(scene=self.design.scene(self.theta), theta=self.theta, loss=self.loss,
                               initial_loss=self.initial_loss, history=self.history, reason=reason, method=method,
-                              params=self.design.describe(self.theta), evaluations=self.clock.counts.get("forward", 0),
-                              elapsed=time.perf_counter() - self.start)
+                              params=self.design.describe(self.theta), evaluations=passes["forward"][0],
+                              passes=passes, elapsed=time.perf_counter() - self.start)
 
 
 def choose_method(method, loss, design):

@@ -87,7 +87,8 @@ def test_gauss_newton_reaches_a_moved_pose_in_a_tenth_of_the_simulations(moved_p
     assert loss(dc.simulate(gn.scene)) + Design(scene, keyed()).regularizer(gn.theta)[0] == pytest.approx(gn.loss)
     # every iteration tells where its time went; the start's simulation precedes the first
     steps = gn.history
-    assert {"evaluations", "forward_s", "adjoint_s", "tangent_s", "inner", "damping"} <= set(steps[0])
+    assert {"evaluations", "adjoints", "tangents", "forward_s", "adjoint_s", "tangent_s", "inner", "damping"} <= set(steps[0])
+    assert gn.passes["tangent"][0] == sum(h["inner"] for h in steps) and gn.passes["forward"][0] == gn.evaluations
     assert sum(h["evaluations"] for h in steps) < gn.evaluations
     assert all(h["inner"] >= 1 and h["tangent_s"] > 0 for h in steps)
     assert [h["loss"] for h in steps] == sorted((h["loss"] for h in steps), reverse=True)
