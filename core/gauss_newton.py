@@ -42,13 +42,15 @@ PASS_RTOL = 1e-8
 
 
 class Linearized:
-    """The objective (keyframe loss + regularizers) at θ with its trajectory: its value, and (on
-    first use: a rejected trial needs neither) its gradient and products with B."""
+    """The objective (keyframe loss + regularizers) at θ, simulated (SimulationError if that
+    fails): its value and trajectory, and (on first use: a rejected trial needs neither) its
+    gradient and products with B."""
 
-    def __init__(self, design, loss, theta, traj):
-        self.design, self.loss, self.theta, self.traj = design, loss, theta, traj
+    def __init__(self, design, loss, theta):
+        self.design, self.loss, self.theta = design, loss, theta
         self.fields = design.fields(theta)
         self.scene = design.scene(theta, self.fields)
+        self.traj = traj = simulate(self.scene)
         value, self._gx, self._gv = loss.evaluate(traj.x, traj.v)
         self.value = value + design.regularizer(theta)[0]
 
@@ -154,7 +156,7 @@ def minimize(design, loss, point, run, max_iter, gtol, rtol):
 def _trial(design, loss, theta):
     """The Linearized objective at θ; None if its simulation fails or its value is not finite."""
     try:
-        point = Linearized(design, loss, theta, simulate(design.scene(theta)))
+        point = Linearized(design, loss, theta)
     except SimulationError:
         return None
     return point if np.isfinite(point.value) else None

@@ -11,7 +11,6 @@ from .adjoint import value_and_grad
 from .integrator import SimulationError
 from .losses import KeyframeLoss
 from .params import Acceleration, Design
-from .simulate import simulate
 from .threads import one_blas_thread
 from .timing import Clock
 
@@ -137,7 +136,7 @@ def optimize(scene, loss, params, max_iter=100, callback=None, gtol=1e-10, ftol=
     with Clock() as clock:
         if method == "gauss-newton":
             # a start that does not simulate raises SimulationError here
-            point = gauss_newton.Linearized(design, loss, design.theta0, simulate(design.base))
+            point = gauss_newton.Linearized(design, loss, design.theta0)
             run = _Run(design, callback, clock, point.value)
         else:
             f = objective(design, loss)

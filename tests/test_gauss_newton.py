@@ -94,6 +94,21 @@ def test_gauss_newton_reaches_a_moved_pose_in_a_tenth_of_the_simulations(moved_p
     assert [h["loss"] for h in steps] == sorted((h["loss"] for h in steps), reverse=True)
 
 
+def test_gauss_newton_recovers_a_rotation_and_velocity():
+    # the start design (rotated 0.3 rad) is not the scene's own: the run must simulate θ0's
+    scene = small_scene(steps=10)
+    axis = ((-0.2, 0.2, 0.0), (0.2, 0.2, 0.1))
+    truth = [dc.InitialVelocity(), dc.InitialRotation(*axis, start=-0.1)]
+    theta_true = np.array([0.2, 0.0, 0.1, -0.1])
+    target = dc.simulate(Design(scene, truth).scene(theta_true)).x
+    loss = dc.KeyframeLoss({10: target[10], 5: target[5]})
+    params = [dc.InitialVelocity(), dc.InitialRotation(*axis, start=0.3)]
+    result = dc.optimize(scene, loss, params, method="gauss-newton")
+    assert np.allclose(result.theta, theta_true, atol=1e-5), result.theta
+    assert result.evaluations <= 12, result.evaluations
+    assert loss(dc.simulate(result.scene)) == pytest.approx(result.loss, rel=1e-9, abs=1e-20)
+
+
 def test_auto_picks_gauss_newton_for_keyframe_losses_without_bounds(moved_pose):
     scene, loss, _ = moved_pose
     assert dc.optimize(scene, loss, keyed(), max_iter=1).method == "gauss-newton"
@@ -118,22 +133,26 @@ def test_a_diverging_trial_does_not_lose_the_best(moved_pose, monkeypatch):
 
     def fragile(scene, **kwargs):
         calls.append(1)
-        if len(calls) % 3 == 0:
+        if len(calls) % 3 == 0:  # the start's is the first
             raise dc.SimulationError("simulation diverged at frame 3", 3, 3)
         return real(scene, **kwargs)
 
     monkeypatch.setattr(gn, "simulate", fragile)
     scene, loss, _ = moved_pose
     result = dc.optimize(scene, loss, keyed(), max_iter=4, method="gauss-newton")
-    assert len(calls) >= 3 and result.loss < 0.5 * result.initial_loss
+    assert len(calls) >= 4 and result.loss < 0.5 * result.initial_loss
     assert loss(real(result.scene)) + Design(scene, keyed()).regularizer(result.theta)[0] == pytest.approx(result.loss)
 
 
 def test_a_run_where_every_trial_fails_returns_the_start(moved_pose, monkeypatch):
     gn = sys.modules["core.gauss_newton"]
+    real, calls = gn.simulate, []
 
-    def diverging(scene, **kwargs):
-        raise dc.SimulationError("simulation diverged at frame 3", 3, 3)
+    def diverging(scene, **kwargs):  # all but the start's
+        calls.append(1)
+        if len(calls) > 1:
+            raise dc.SimulationError("simulation diverged at frame 3", 3, 3)
+        return real(scene, **kwargs)
 
     monkeypatch.setattr(gn, "simulate", diverging)
     scene, loss, _ = moved_pose
