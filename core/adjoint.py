@@ -39,15 +39,20 @@ class Gradient:
 class Linearization:
     """The converged trajectory's step matrices A = M(1 + hc) + h²∇²Φ and solves with them: the
     state at step s's end (`point`), A's storage data (`matrix`) and A·x = b (`solve`, PCG on
-    the forward's factorization, else a fresh one) to relative residual rtol. States and
-    matrices are kept (within LINEARIZATION_BUDGET) for the next pass: an optimizer runs many
-    over one trajectory."""
+    the forward's factorization, else a fresh one) to relative residual rtol. States, matrices
+    and the LU factors of indefinite ones are kept (within LINEARIZATION_BUDGET) for the next
+    pass: an optimizer runs many over one trajectory."""
 
     def __init__(self, scene, traj, rtol=ADJOINT_RTOL):
         self.scene, self.traj, self.rtol = scene, traj, rtol
         self.model = Model(scene)
         self.fallback = None
-        self._kept, self._bytes = {}, 0
+        self._kept, self._lu, self._bytes = {}, {}, 0
+
+    def _remember(self, store, s, value, nbytes):
+        if self._bytes + nbytes <= LINEARIZATION_BUDGET:
+            store[s] = value
+            self._bytes += nbytes
 
     def point(self, s):
         return self._step(s)[0]
@@ -60,13 +65,13 @@ class Linearization:
             return self._kept[s]
         pt = self.model.potential.at(self.traj.step_x[s + 1], s)
         data = self.model.matrix(pt)
-        size = data.nbytes + sum(a.nbytes for a in vars(pt).values() if isinstance(a, np.ndarray))
-        if self._bytes + size <= LINEARIZATION_BUDGET:
-            self._kept[s] = pt, data
-            self._bytes += size
+        self._remember(self._kept, s, (pt, data),
+                       data.nbytes + sum(a.nbytes for a in vars(pt).values() if isinstance(a, np.ndarray)))
         return pt, data
 
     def solve(self, s, b):
+        if s in self._lu:
+            return self._lu[s](b)
         system, data = self.model.system, self.matrix(s)
         for pre in (self.traj.factors[s], self.fallback):
             if pre is not None:
@@ -79,7 +84,15 @@ class Linearization:
             x = refined(system, data, b, fresh, self.rtol, maxiter=60)
             if x is not None:
                 return x
-        return system.factor_general(data)(b)  # an indefinite A (a saddle): LU is still exact
+        lu = system.factor_general(data)  # an indefinite A (a step that converged to a saddle): LU is exact
+        self._remember(self._lu, s, lu, _lu_bytes(lu, data.nbytes))
+        return lu(b)
+
+
+def _lu_bytes(solve, guess):
+    """Memory of SuperLU's factors behind their solve (a value and an index per entry), else guess."""
+    lu = getattr(solve, "__self__", None)
+    return 12 * (lu.L.nnz + lu.U.nnz) if hasattr(lu, "L") else guess
 
 
 @one_blas_thread
