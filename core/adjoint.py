@@ -9,7 +9,8 @@ Backward over integrator steps s = N−1 … 0 with ĝx, ĝv the total derivativ
 
 A is symmetric and, at a converged minimum of the incremental potential, positive definite: the
 forward's factorization from that step preconditions a CG solve, so the backward costs a few
-triangular solves per step.
+triangular solves per step. A `Linearization` of the trajectory holds those per-step states,
+matrices and solves; the tangent (forward-mode) pass of core.tangent shares it.
 """
 
 import numpy as np
@@ -17,8 +18,12 @@ import numpy as np
 from .integrator import Model, pcg, refined
 from .simulate import simulate
 from .threads import one_blas_thread
+from .timing import timed
 
 ADJOINT_RTOL = 1e-12
+# bytes of per-step states and matrices a Linearization keeps for later passes (a 64×64 cloth:
+# about 5 MB per step); steps beyond it are rebuilt in every pass
+LINEARIZATION_BUDGET = 1 << 28
 
 
 class Gradient:
@@ -31,27 +36,63 @@ class Gradient:
         self.__dict__.update(fields)
 
 
-class _Solver:
-    """Aᵀα = b at one converged state: PCG on the forward's factorization, else a fresh one."""
+class Linearization:
+    """The converged trajectory's step matrices A = M(1 + hc) + h²∇²Φ and solves with them: the
+    state at step s's end (`point`), A's storage data (`matrix`) and A·x = b (`solve`, PCG on
+    the forward's factorization, else a fresh one) to relative residual rtol. States, matrices
+    and the LU factors of indefinite ones are kept (within LINEARIZATION_BUDGET) for the next
+    pass: an optimizer runs many over one trajectory."""
 
-    def __init__(self, model):
-        self.model = model
+    def __init__(self, scene, traj, rtol=ADJOINT_RTOL):
+        self.scene, self.traj, self.rtol = scene, traj, rtol
+        self.model = Model(scene)
         self.fallback = None
+        self._kept, self._lu, self._bytes = {}, {}, 0
 
-    def solve(self, data, b, factor):
-        system = self.model.system
-        for pre in (factor, self.fallback):
+    def _remember(self, store, s, value, nbytes):
+        if self._bytes + nbytes <= LINEARIZATION_BUDGET:
+            store[s] = value
+            self._bytes += nbytes
+
+    def point(self, s):
+        return self._step(s)[0]
+
+    def matrix(self, s):
+        return self._step(s)[1]
+
+    def _step(self, s):
+        if s in self._kept:
+            return self._kept[s]
+        pt = self.model.potential.at(self.traj.step_x[s + 1], s)
+        data = self.model.matrix(pt)
+        self._remember(self._kept, s, (pt, data),
+                       data.nbytes + sum(a.nbytes for a in vars(pt).values() if isinstance(a, np.ndarray)))
+        return pt, data
+
+    def solve(self, s, b):
+        if s in self._lu:
+            return self._lu[s](b)
+        system, data = self.model.system, self.matrix(s)
+        for pre in (self.traj.factors[s], self.fallback):
             if pre is not None:
-                x, _ = pcg(system, data, b, pre, ADJOINT_RTOL, maxiter=60)
+                x, _ = pcg(system, data, b, pre, self.rtol, maxiter=60)
                 if x is not None:
                     return x
         fresh = system.factor(data)
         if fresh.positive_definite:
             self.fallback = fresh
-            x = refined(system, data, b, fresh, ADJOINT_RTOL, maxiter=60)
+            x = refined(system, data, b, fresh, self.rtol, maxiter=60)
             if x is not None:
                 return x
-        return system.factor_general(data)(b)  # an indefinite A (a saddle): LU is still exact
+        lu = system.factor_general(data)  # an indefinite A (a step that converged to a saddle): LU is exact
+        self._remember(self._lu, s, lu, _lu_bytes(lu, data.nbytes))
+        return lu(b)
+
+
+def _lu_bytes(solve, guess):
+    """Memory of SuperLU's factors behind their solve (a value and an index per entry), else guess."""
+    lu = getattr(solve, "__self__", None)
+    return 12 * (lu.L.nnz + lu.U.nnz) if hasattr(lu, "L") else guess
 
 
 @one_blas_thread
@@ -64,11 +105,13 @@ def value_and_grad(scene, loss, traj=None):
     return value, backward(scene, traj, gx_frames, gv_frames)
 
 
+@timed("adjoint")
 @one_blas_thread
-def backward(scene, traj, gx_frames, gv_frames):
-    """Gradient from the loss partials at frames (frames+1, n, 3)."""
-    model = Model(scene)
-    solver = _Solver(model)
+def backward(scene, traj, gx_frames, gv_frames, lin=None):
+    """Gradient from the loss partials at frames (frames+1, n, 3); lin: the trajectory's
+    Linearization, when passes before this one built it."""
+    lin = Linearization(scene, traj) if lin is None else lin
+    model = lin.model
     h, sub, ns = model.h, scene.substeps, scene.n_steps
     free, pinned = model.free, model.pinned
     mf = model.mf[:, None]
@@ -87,9 +130,9 @@ def backward(scene, traj, gx_frames, gv_frames):
     gpin[ns] += gx[pinned] + gv[pinned] / h
     alpha_full = np.zeros_like(gx)
     for s in range(ns - 1, -1, -1):
-        pt = model.potential.at(xs[s + 1], s)
+        pt = lin.point(s)
         rhs = (h * gx[free] + gv[free]).ravel()
-        alpha = solver.solve(model.matrix(pt), rhs, traj.factors[s]).reshape(-1, 3)
+        alpha = lin.solve(s, rhs).reshape(-1, 3)
         alpha_full[free] = alpha
         # ∇²Φ·α over all vertices (α is zero on pins, whose rows give the pins' gradient)
         hess_alpha = model.potential.hess_vec(pt, alpha_full)

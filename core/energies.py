@@ -272,3 +272,15 @@ class Potential:
         return dict(k_tension=dk[:self.n_tension],
                     k_bending=dk[self.n_tension:] if self.hinges is None else self.hinges.dk(st.bend, v),
                     contact_stiffness=float(np.sum(v[c.active] * c.grad)) / self.scene.contact_stiffness)
+
+    def design_tangent(self, st, k_tension, k_bending, contact_stiffness=0.0):
+        """(∂∇Φ/∂p)·δp (n,3) for stiffness changes δp: the forward counterpart of
+        design_gradient (every term's gradient is linear in its stiffness)."""
+        dk = k_tension if self.hinges is not None else np.concatenate([k_tension, k_bending])
+        out = self.springs.incidence @ ((dk * st.stretch)[:, None] * st.dir)
+        if self.hinges is not None:
+            out += self.hinges.weights_t @ ((k_bending * self.hinges.unit)[:, None] * st.bend)
+        c = st.contact
+        if len(c.active) and contact_stiffness:
+            np.add.at(out, c.active, c.grad * (contact_stiffness / self.scene.contact_stiffness))
+        return out

@@ -61,20 +61,31 @@ class KeyframeLoss:
                 if not 0 <= frame <= frames:
                     raise ValueError(f"{what} frame {frame} is outside the simulated frames 0..{frames}")
 
+    def _weighted(self, n):
+        """(0 for positions or 1 for velocities, frame, target, weights (n,1)) per target."""
+        for which, table, scale in ((0, self.targets, 1.0), (1, self.velocity_targets, self.velocity_weight)):
+            for frame, target in table.items():
+                yield which, frame, target, scale * self.weights.get(frame, 1.0) * self._vweights(frame, n)[:, None]
+
     def evaluate(self, x, v):
         """Loss and its partials with respect to the frame states x, v: (frames+1, n, 3)."""
         n, frames = x.shape[1], x.shape[0] - 1
         self.check(n, frames)
         value = 0.0
-        gx, gv = np.zeros_like(x), np.zeros_like(v)
-        for table, states, grads, scale in ((self.targets, x, gx, 1.0),
-                                            (self.velocity_targets, v, gv, self.velocity_weight)):
-            for frame, target in table.items():
-                w = scale * self.weights.get(frame, 1.0) * self._vweights(frame, n)[:, None]
-                diff = states[frame] - target
-                value += float(np.sum(w * diff * diff))
-                grads[frame] += 2.0 * w * diff
-        return value, gx, gv
+        grads = (np.zeros_like(x), np.zeros_like(v))
+        for which, frame, target, w in self._weighted(n):
+            diff = (x, v)[which][frame] - target
+            value += float(np.sum(w * diff * diff))
+            grads[which][frame] += 2.0 * w * diff
+        return (value,) + grads
+
+    def hess_vec(self, dx, dv):
+        """The loss's Hessian in the frame states times a change (dx, dv) of them, as partials
+        like evaluate's: a sum of squares of the states, so Gauss–Newton's Jᵀ·H·J needs only this."""
+        out = (np.zeros_like(dx), np.zeros_like(dv))
+        for which, frame, _, w in self._weighted(dx.shape[1]):
+            out[which][frame] += 2.0 * w * (dx, dv)[which][frame]
+        return out
 
     def distances(self, x):
         """Per position-target frame: the mean and the largest distance (m) of the frame states x

@@ -1,21 +1,31 @@
-"""L-BFGS-B over parameterized designs, keeping the best design seen."""
+"""Optimizers over parameterized designs, keeping the best design seen: Gauss–Newton
+(core.gauss_newton) for keyframe losses, scipy's L-BFGS-B for the rest and where bounds apply."""
 
 import time
 
 import numpy as np
 from scipy.optimize import minimize
 
+from . import gauss_newton
 from .adjoint import value_and_grad
 from .integrator import SimulationError
+from .losses import KeyframeLoss
 from .params import Acceleration, Design
 from .threads import one_blas_thread
+from .timing import Clock
+
+METHODS = ("auto", "gauss-newton", "l-bfgs-b")
 
 
 class OptimizeResult:
     """scene: the best scene found; theta, loss (keyframe loss + regularizers) of that scene;
     initial_loss; history: one dict per iteration (iteration, loss, normalized_loss, grad_norm,
-    elapsed); reason: why it stopped ("converged", "max_iter", "stopped", or scipy's message);
-    params: the optimized quantities by name (see Param.describe); evaluations: simulations run."""
+    elapsed, and that iteration's evaluations (simulations), adjoints, tangents (passes) and
+    forward_s, adjoint_s, tangent_s (seconds in them); Gauss–Newton adds inner (Lanczos vectors,
+    each one tangent and one adjoint pass) and damping (λ)); reason: why it stopped
+    ("converged", "max_iter", "stopped", or the method's message); method: the one that ran;
+    params: the optimized quantities by name (see Param.describe); evaluations: simulations run;
+    passes: {"forward" | "adjoint" | "tangent": (count, seconds)} over the whole run."""
 
     def __init__(self, **fields):
         self.__dict__.update(fields)
@@ -42,77 +52,140 @@ def objective(design, loss):
     return f
 
 
+class _Run:
+    """What both methods share: the best design seen, the history with each iteration's share
+    of the passes (from the Clock), and the callback that may stop the run (raising _Stop)."""
+
+    PASSES = (("forward", "evaluations", "forward_s"), ("adjoint", "adjoints", "adjoint_s"),
+              ("tangent", "tangents", "tangent_s"))
+
+    def __init__(self, design, callback, clock, initial_loss):
+        self.design, self.callback, self.clock = design, callback, clock
+        self.start = time.perf_counter()
+        self.initial_loss = self.loss = initial_loss
+        self.theta = design.theta0.copy()
+        self.history = []
+        self._seen = clock.snapshot()
+
+    def improved(self, theta, value):
+        """Keep θ if it is the best so far."""
+        if value < self.loss:
+            self.loss, self.theta = value, theta.copy()
+
+    def record(self, grad_norm, **extra):
+        counts, seconds = self.clock.snapshot()
+        info = {"iteration": len(self.history) + 1, "loss": self.loss,
+                "normalized_loss": self.loss / self.initial_loss if self.initial_loss > 0 else 0.0,
+                "grad_norm": grad_norm, "elapsed": time.perf_counter() - self.start}
+        for kind, count_key, seconds_key in self.PASSES:
+            info[count_key] = counts.get(kind, 0) - self._seen[0].get(kind, 0)
+            info[seconds_key] = seconds.get(kind, 0.0) - self._seen[1].get(kind, 0.0)
+        info.update(extra)
+        self._seen = counts, seconds
+        self.history.append(info)
+        if self.callback is not None and self.callback(dict(info, params=self.design.describe(self.theta))):
+            raise _Stop
+
+    def result(self, reason, method):
+        counts, seconds = self.clock.snapshot()
+        passes = {kind: (counts.get(kind, 0), seconds.get(kind, 0.0)) for kind, _, _ in self.PASSES}
+        return OptimizeResult(scene=self.design.scene(self.theta), theta=self.theta, loss=self.loss,
+                              initial_loss=self.initial_loss, history=self.history, reason=reason, method=method,
+                              params=self.design.describe(self.theta), evaluations=passes["forward"][0],
+                              passes=passes, elapsed=time.perf_counter() - self.start)
+
+
+def choose_method(method, loss, design):
+    """The method `optimize` runs: "auto" is Gauss–Newton for a KeyframeLoss without bounds on θ,
+    else L-BFGS-B."""
+    if method not in METHODS:
+        raise ValueError(f"unknown optimization method {method!r}; choose from {', '.join(METHODS)}")
+    bounded = [p.name for p, sl in zip(design.params, design.slices)
+               if any(b != (None, None) for b in design.bounds[sl])]
+    if method == "gauss-newton":
+        if not hasattr(loss, "hess_vec"):
+            raise ValueError("method 'gauss-newton' needs a sum-of-squares loss of the states (one with "
+                             "hess_vec, e.g. KeyframeLoss); use 'l-bfgs-b'")
+        if bounded:
+            raise ValueError(f"method 'gauss-newton' does not honour bounds ({', '.join(bounded)} has them); "
+                             "use 'l-bfgs-b' or 'auto'")
+    if method == "auto":
+        return "gauss-newton" if isinstance(loss, KeyframeLoss) and not bounded else "l-bfgs-b"
+    return method
+
+
 @one_blas_thread
-def optimize(scene, loss, params, max_iter=100, callback=None, gtol=1e-10, ftol=1e-14):
+def optimize(scene, loss, params, max_iter=100, callback=None, gtol=1e-10, ftol=1e-14, method="auto", rtol=1e-3):
     """Minimize loss over `params` (parameterizations or names, see params.PARAM_NAMES).
 
+    method: "gauss-newton" (core.gauss_newton: Levenberg–Marquardt on a sum-of-squares loss such
+    as KeyframeLoss, a few simulations per iteration; it does not honour bounds, and refuses
+    parameters that have them), "l-bfgs-b" (scipy's, honouring every Param's bounds), or "auto":
+    Gauss–Newton for a KeyframeLoss when no parameter has bounds, else L-BFGS-B.
     callback(info) receives a dict per iteration (as in history, plus "params"); returning True
-    stops the run. A trial whose simulation diverges counts as a very large loss, so the line
-    search backs off; the best design seen is always what is returned.
+    stops the run. A trial whose simulation diverges counts as a failed step (L-BFGS-B: a very
+    large loss, so the line search backs off); the best design seen is always what is returned.
+    Stopping: L-BFGS-B on gtol (largest gradient entry) and ftol (scipy's relative decrease);
+    Gauss–Newton on gtol and on an iteration that lowers the loss by less than rtol of it.
     """
     loss.check(scene.cloth.n, scene.steps)
     design = Design(scene, params)
     if set(loss.targets) | set(loss.velocity_targets) <= {0} and any(isinstance(p, Acceleration) for p in design.params):
         raise ValueError("the targets are all at frame 0, before any control force acts: nothing to control")
-    f = objective(design, loss)
-    start = time.perf_counter()
-    best = {"loss": np.inf, "theta": design.theta0.copy()}
-    last = {}
-    history = []
-    evaluations = [1]
+    method = choose_method(method, loss, design)
+    with Clock() as clock:
+        if method == "gauss-newton":
+            # a start that does not simulate raises SimulationError here
+            point = gauss_newton.Linearized(design, loss, design.theta0)
+            run = _Run(design, callback, clock, point.value)
+        else:
+            f = objective(design, loss)
+            initial_loss, grad0 = f(design.theta0)
+            run = _Run(design, callback, clock, initial_loss)
+        if not np.isfinite(run.initial_loss):
+            raise SimulationError("the starting design gives a non-finite loss", 0, 0)
+        reason = "converged"
+        if run.initial_loss > 0 and max_iter > 0:
+            try:
+                reason = (gauss_newton.minimize(design, loss, point, run, max_iter, gtol, rtol)
+                          if method == "gauss-newton" else _lbfgsb(design, f, run, grad0, max_iter, gtol, ftol))
+            except _Stop:
+                reason = "stopped"
+        return run.result(reason, method)
+
+
+def _lbfgsb(design, f, run, grad0, max_iter, gtol, ftol):
+    """scipy's L-BFGS-B from the design's start, restarted from the best design after a failed
+    line search (contact makes the loss rough) as long as the last run still made progress.
+    Returns the reason it stopped."""
+    best_grad = [grad0]
+    last = {"grad_norm": float(np.linalg.norm(grad0))}
+    cache = {}
 
     def fun(theta):
         if theta.tobytes() in cache:  # L-BFGS-B starts by evaluating θ0 again
             return cache.pop(theta.tobytes())
-        evaluations[0] += 1
         try:
             value, grad = f(theta)
         except SimulationError:
             value, grad = np.nan, None
         if not np.isfinite(value) or grad is None or not np.isfinite(grad).all():
             # a diverged trial: a loss far above the best, sloping back toward it
-            back = theta - best["theta"]
-            return 1e3 * best["loss"] + 1.0, back / max(np.linalg.norm(back), 1e-300)
-        if value < best["loss"]:
-            best.update(loss=value, theta=theta.copy(), grad=grad)
-        last.update(theta=theta.copy(), loss=value, grad_norm=float(np.linalg.norm(grad)))
+            back = theta - run.theta
+            return 1e3 * run.loss + 1.0, back / max(np.linalg.norm(back), 1e-300)
+        if value < run.loss:
+            best_grad[0] = grad
+        run.improved(theta, value)
+        last["grad_norm"] = float(np.linalg.norm(grad))
         return value, grad
 
-    initial_loss, grad0 = f(design.theta0)  # a start that does not simulate raises SimulationError here
-    if not np.isfinite(initial_loss):
-        raise SimulationError("the starting design gives a non-finite loss", 0, 0)
-    best.update(loss=initial_loss, grad=grad0)
-    cache = {}
-    last.update(grad_norm=float(np.linalg.norm(grad0)))
-
-    def record(theta):
-        info = {"iteration": len(history) + 1, "loss": best["loss"],
-                "normalized_loss": best["loss"] / initial_loss if initial_loss > 0 else 0.0,
-                "grad_norm": last.get("grad_norm", np.nan), "elapsed": time.perf_counter() - start}
-        history.append(info)
-        if callback is not None and callback(dict(info, params=design.describe(best["theta"]))):
-            raise _Stop
-
-    reason = "converged"
-    if initial_loss > 0 and max_iter > 0:
-        try:
-            # a failed line search (contact makes the loss rough) restarts L-BFGS from the best
-            # design with a fresh curvature model, as long as the last run still made progress
-            while True:
-                before = best["loss"]
-                cache[best["theta"].tobytes()] = (best["loss"], best["grad"])
-                res = minimize(fun, best["theta"], jac=True, method="L-BFGS-B", bounds=design.bounds,
-                               callback=record, options=dict(maxiter=max_iter - len(history), gtol=gtol,
-                                                             ftol=ftol, maxls=30))
-                if len(history) >= max_iter:
-                    reason = "max_iter"
-                    break
-                if res.success or best["loss"] >= before * (1 - 1e-6):
-                    reason = "converged" if res.success else str(res.message)
-                    break
-        except _Stop:
-            reason = "stopped"
-    theta = best["theta"]
-    return OptimizeResult(scene=design.scene(theta), theta=theta, loss=best["loss"], initial_loss=initial_loss,
-                          history=history, reason=reason, params=design.describe(theta),
-                          evaluations=evaluations[0], elapsed=time.perf_counter() - start)
+    while True:
+        before = run.loss
+        cache[run.theta.tobytes()] = (run.loss, best_grad[0])
+        res = minimize(fun, run.theta, jac=True, method="L-BFGS-B", bounds=design.bounds,
+                       callback=lambda theta: run.record(last["grad_norm"]),
+                       options=dict(maxiter=max_iter - len(run.history), gtol=gtol, ftol=ftol, maxls=30))
+        if len(run.history) >= max_iter:
+            return "max_iter"
+        if res.success or run.loss >= before * (1 - 1e-6):
+            return "converged" if res.success else str(res.message)

@@ -36,6 +36,17 @@ class Param:
     def regularizer(self, theta, scene):
         return 0.0, np.zeros_like(theta)
 
+    def regularizer_hess_vec(self, theta, dtheta, scene):
+        """∇²R(θ)·δθ of the regularizer (Gauss–Newton uses it exactly)."""
+        return np.zeros_like(dtheta)
+
+    def jvp(self, theta, dtheta, design, tangent, scene):
+        """Add the design direction of the θ-direction dtheta to `tangent` (fields as in the
+        design, at `design` = the fields at θ): the forward counterpart of pullback. This
+        default serves parameterizations linear in θ, whose direction is what apply makes of
+        dtheta."""
+        self.apply(dtheta, tangent, scene)
+
 
 class GlobalStiffness(Param):
     """One stiffness for all tension springs and/or all bending elements (hinges or bending
@@ -62,6 +73,10 @@ class GlobalStiffness(Param):
 
     def pullback(self, theta, grad, design, scene):
         return np.array([np.sum(getattr(grad, k)) * np.exp(t) for k, t in zip(self.kinds, theta)])
+
+    def jvp(self, theta, dtheta, design, tangent, scene):
+        for k, t, dt in zip(self.kinds, theta, dtheta):
+            tangent[k] = tangent[k] + np.exp(t) * dt
 
     def describe(self, theta):
         return {k: float(np.exp(t)) for k, t in zip(self.kinds, theta)}
@@ -104,6 +119,9 @@ class SpringStiffness(Param):
     def pullback(self, theta, grad, design, scene):
         g = getattr(grad, self.field)
         return g * np.exp(theta) if self.log else g.copy()
+
+    def jvp(self, theta, dtheta, design, tangent, scene):
+        tangent[self.field] = tangent[self.field] + (np.exp(theta) * dtheta if self.log else dtheta)
 
     def describe(self, theta):
         return {self.field: np.exp(theta) if self.log else theta.copy()}
@@ -173,6 +191,9 @@ class InitialRotation(Param):
         # d/dθ R(θ)r = a × R(θ)r, evaluated on the rotated positions
         return np.array([np.sum(grad.x0 * np.cross(self.axis, design["x0"] - self.p0))])
 
+    def jvp(self, theta, dtheta, design, tangent, scene):
+        tangent["x0"] = tangent["x0"] + dtheta[0] * np.cross(self.axis, design["x0"] - self.p0)
+
     def describe(self, theta):
         return {"rotation_deg": float(np.degrees(theta[0]))}
 
@@ -198,6 +219,10 @@ class Acceleration(Param):
             grad[1:] += g
             grad[:-1] -= g
         return value, grad.ravel()
+
+    def regularizer_hess_vec(self, theta, dtheta, scene):
+        # a quadratic form without linear part: ∇R(δθ) = ∇²R·δθ
+        return self.regularizer(dtheta, scene)[1]
 
 
 class ControlForces(Acceleration):
@@ -383,6 +408,18 @@ class Design:
             value += v
             grads.append(g)
         return value, np.concatenate(grads)
+
+    def regularizer_hess_vec(self, theta, dtheta):
+        return np.concatenate([p.regularizer_hess_vec(theta[sl], dtheta[sl], self.base)
+                               for p, sl in zip(self.params, self.slices)])
+
+    def jvp(self, theta, dtheta, design):
+        """The design direction (fields as in `fields`, all present) of the θ-direction dtheta at
+        θ, whose fields are `design`."""
+        tangent = {k: np.zeros(np.shape(v)) for k, v in design.items()}
+        for p, sl in zip(self.params, self.slices):
+            p.jvp(theta[sl], dtheta[sl], design, tangent, self.base)
+        return tangent
 
     def describe(self, theta):
         out = {}

@@ -17,6 +17,15 @@ def _array(value, shapes, what):
     return np.array(np.broadcast_to(arr, full))
 
 
+def at_step(frames, s, substeps):
+    """A per-frame quantity (frames+1, ...) after integrator step s, linear between frames."""
+    f, r = divmod(s, substeps)
+    if r == 0:
+        return frames[f]
+    w = r / substeps
+    return (1 - w) * frames[f] + w * frames[f + 1]
+
+
 class Scene:
     """Everything `simulate` needs.
 
@@ -96,11 +105,7 @@ class Scene:
         """Positions of the pinned vertices after integrator step s (s = 0 is the start)."""
         if self.pin_path is None:
             return self.x0[self.cloth.pinned]
-        f, r = divmod(s, self.substeps)
-        if r == 0:
-            return self.pin_path[f]
-        w = r / self.substeps
-        return (1 - w) * self.pin_path[f] + w * self.pin_path[f + 1]
+        return at_step(self.pin_path, s, self.substeps)
 
     def max_control_acceleration(self):
         """The largest control acceleration (m/s²) a vertex gets, force over its mass: compare it

@@ -4,6 +4,7 @@ import numpy as np
 
 from .integrator import Model, Stepper
 from .threads import one_blas_thread
+from .timing import timed
 
 # bytes of factorizations kept for the adjoint pass; steps beyond it are refactored backward.
 # A 64×64 cloth's SuperLU factor holds 23 MB of entries (plus SuperLU's own overhead): keeping
@@ -47,6 +48,7 @@ def _keep(factor, kept):
     return factor
 
 
+@timed("forward")
 @one_blas_thread
 def simulate(scene, progress=None, guess=None):
     """Run the scene; raises SimulationError naming the frame if a step diverges.

@@ -125,7 +125,8 @@ def test_control_forces_reach_a_pose_stiffness_cannot():
 
 
 def test_diverging_trials_do_not_lose_the_best(stiffness_problem, monkeypatch):
-    # trials stiffer than 9 N/m "diverge"; the optimizer must back off and keep the best design
+    # trials stiffer than 9 N/m "diverge"; L-BFGS-B's line search must back off and keep the best
+    # design (test_gauss_newton checks Gauss–Newton's trials)
     opt = sys.modules["core.optimize"]  # the module; core.optimize is the function
     real = opt.value_and_grad
     tried = []
@@ -138,7 +139,7 @@ def test_diverging_trials_do_not_lose_the_best(stiffness_problem, monkeypatch):
 
     monkeypatch.setattr(opt, "value_and_grad", fragile)
     scene, loss = stiffness_problem
-    result = dc.optimize(scene, loss, ["k_tension"], max_iter=15)
+    result = dc.optimize(scene, loss, ["k_tension"], max_iter=15, method="l-bfgs-b")
     assert max(tried) > 9.0  # a trial did diverge
     assert result.loss < result.initial_loss
     assert 4.0 < result.params["k_tension"] <= 9.0

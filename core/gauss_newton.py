@@ -1,0 +1,162 @@
+"""Gauss–Newton (Levenberg–Marquardt) for keyframe losses: few simulations per iteration.
+
+A keyframe loss is a sum of squares of the states, so with J = dx/dθ (core.tangent) its
+Gauss–Newton matrix is Jᵀ·H·J, H the loss's (constant) Hessian in the states, and the control
+regularizers are quadratic. Each iteration linearizes at the current design θ (its trajectory and
+one adjoint pass for the gradient g) and minimizes the model
+
+    m(δ) = f + gᵀδ + ½·δᵀBδ,   B = JᵀHJ + ∇²R,   damped: (B + λI)·δ = −g
+
+over a Lanczos basis of the Krylov space of B and g. Each basis vector costs one tangent and one
+adjoint pass over the trajectory's Linearization (the forward's factorizations precondition
+them), no simulation. The space serves every λ (Krylov spaces are shift invariant), so a rejected
+trial retries with a larger λ without new passes. λ follows the ratio ρ of actual to predicted
+decrease (Nielsen's rule: ×max(⅓, 1 − (2ρ − 1)³) on success, ×2, 4, 8… on failure).
+
+Trials simulate from scratch. Starting their Newton solves at the predicted trajectory x + J·δ
+(simulate's guess) lands on other solutions of the implicit Euler steps where the cloth
+buckles or slides over a collider (issue 15's scene at 12×12: 6–28 cm away from simulate's
+own), so the design found would not reproduce: simulate(result.scene) must give result.loss.
+"""
+
+from functools import cached_property
+
+import numpy as np
+
+from .adjoint import Linearization, backward
+from .integrator import SimulationError
+from .simulate import simulate
+from .tangent import tangent
+
+# Lanczos vectors per iteration at most, and the damped system's residual (relative to ‖g‖) at
+# which the basis is enough
+INNER_MAX = 30
+INNER_RTOL = 1e-2
+# the first λ, relative to the curvature along the gradient
+LAMBDA_START = 1e-3
+# consecutive failed trials at one linearization after which the run stops
+MAX_FAILURES = 10
+# relative residual of the passes' step solves: far below what a step of the model needs, and
+# 18% cheaper than the adjoint's default 1e-12 (20×20, issue 15's scene)
+PASS_RTOL = 1e-8
+
+
+class Linearized:
+    """The objective (keyframe loss + regularizers) at θ, simulated (SimulationError if that
+    fails): its value and trajectory, and (on first use: a rejected trial needs neither) its
+    gradient and products with B."""
+
+    def __init__(self, design, loss, theta):
+        self.design, self.loss, self.theta = design, loss, theta
+        self.fields = design.fields(theta)
+        self.scene = design.scene(theta, self.fields)
+        self.traj = traj = simulate(self.scene)
+        value, self._gx, self._gv = loss.evaluate(traj.x, traj.v)
+        self.value = value + design.regularizer(theta)[0]
+
+    @cached_property
+    def lin(self):
+        return Linearization(self.scene, self.traj, PASS_RTOL)
+
+    @cached_property
+    def grad(self):
+        return self._pullback(self._gx, self._gv) + self.design.regularizer(self.theta)[1]
+
+    def _pullback(self, gx, gv):
+        return self.design.pullback(self.theta, backward(self.scene, self.traj, gx, gv, self.lin), self.fields)
+
+    def product(self, p):
+        """B·p: J·p by a tangent pass, Jᵀ·H·J·p by an adjoint pass."""
+        t = tangent(self.scene, self.traj, self.design.jvp(self.theta, p, self.fields), self.lin)
+        return self._pullback(*self.loss.hess_vec(t.x, t.v)) + self.design.regularizer_hess_vec(self.theta, p)
+
+
+class Krylov:
+    """Lanczos basis Q (fully reorthogonalized) of the Krylov space of B and g, and T = QᵀBQ."""
+
+    def __init__(self, point):
+        self.point = point
+        self.gnorm = float(np.linalg.norm(point.grad))
+        self.q = [point.grad / self.gnorm]
+        self.alpha, self.beta = [], []
+        self.exhausted = False  # the space is invariant under B: the solves are exact
+
+    def extend(self):
+        q = self.q[len(self.alpha)]
+        w = self.point.product(q)
+        self.alpha.append(float(q @ w))
+        basis = np.array(self.q)
+        for _ in range(2):  # twice is enough (Giraud et al. 2005)
+            w = w - basis.T @ (basis @ w)
+        b = float(np.linalg.norm(w))
+        if b <= 1e-12 * max(abs(a) for a in self.alpha) or len(self.q) == len(w):
+            self.exhausted = True
+        else:
+            self.beta.append(b)
+            self.q.append(w / b)
+
+    def solve(self, lam):
+        """Coefficients y of the damped step in the basis, and the damped system's residual."""
+        k = len(self.alpha)
+        t = np.diag(self.alpha) + np.diag(self.beta[:k - 1], 1) + np.diag(self.beta[:k - 1], -1)
+        y = np.linalg.solve(t + lam * np.eye(k), -self.gnorm * np.eye(k)[0])
+        residual = 0.0 if self.exhausted else self.beta[k - 1] * abs(y[-1])
+        return y, t, residual
+
+    def step(self, lam, rtol=INNER_RTOL, most=INNER_MAX):
+        """The damped step δ and its predicted decrease −(gᵀδ + ½δᵀBδ), extending the basis
+        until the damped system is solved to rtol."""
+        if not self.alpha:
+            self.extend()
+        while True:
+            y, t, residual = self.solve(lam)
+            if self.exhausted or residual <= rtol * self.gnorm or len(self.alpha) >= most:
+                break
+            self.extend()
+        k = len(y)
+        predicted = -(self.gnorm * y[0] + 0.5 * y @ t @ y)
+        return np.array(self.q[:k]).T @ y, predicted
+
+
+def minimize(design, loss, point, run, max_iter, gtol, rtol):
+    """Levenberg–Marquardt from the Linearized `point`; run (optimize's bookkeeping) records
+    iterations and keeps the best. Returns the reason it stopped."""
+    lam, nu = None, 2.0
+    while len(run.history) < max_iter:
+        if point.value == 0.0 or np.abs(point.grad).max() <= gtol:
+            return "converged"
+        krylov = Krylov(point)
+        if lam is None:
+            krylov.extend()
+            lam = LAMBDA_START * max(krylov.alpha[0], np.finfo(float).tiny)
+        for _ in range(MAX_FAILURES):
+            delta, predicted = krylov.step(lam)
+            if not np.linalg.norm(delta) > 1e-14 * (1.0 + np.linalg.norm(point.theta)) or not predicted > 0:
+                return "converged"  # no step left that the model can resolve
+            theta = point.theta + delta
+            trial = _trial(design, loss, theta)
+            rho = -np.inf if trial is None else (point.value - trial.value) / predicted
+            if rho > 0:
+                lam *= max(1 / 3, 1 - (2 * rho - 1) ** 3)
+                nu = 2.0
+                break
+            lam *= nu
+            nu *= 2
+        else:
+            return f"no further progress: {MAX_FAILURES} trial steps failed to lower the loss"
+        decrease = point.value - trial.value
+        point = trial
+        run.improved(point.theta, point.value)
+        run.record(grad_norm=float(np.linalg.norm(point.grad)), inner=len(krylov.alpha), damping=lam)
+        if decrease <= rtol * (point.value + decrease):
+            return "converged"
+    return "max_iter"
+
+
+def _trial(design, loss, theta):
+    """The Linearized objective at θ; None if its simulation fails or its value is not finite."""
+    try:
+        point = Linearized(design, loss, theta)
+    except SimulationError:
+        return None
+    return point if np.isfinite(point.value) else None

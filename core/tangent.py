@@ -1,0 +1,91 @@
+"""Forward-mode derivatives (tangents) of a whole simulation along one design direction.
+
+Each step solves G(y) = M(y − x − h·v)/h² + (c/h)·M(y − x) + ∇Φ(y; p) − u = 0 over the free
+vertices, the pinned ones prescribed. Differentiating it at the converged y (times h²):
+
+    A·δy = M(1 + hc)·δx + h·M·δv − h²·(∇²Φ·δy_pinned + ∂ₚ∇Φ·δp − δu + δc·M·v′)
+    δv′ = (δy − δx)/h
+
+with A = M(1 + hc) + h²∇²Φ the adjoint's matrix (core.adjoint): the same Linearization, the
+forward's factorizations as preconditioners, so a tangent costs what a backward pass costs, and
+⟨J·a, b⟩ = ⟨a, Jᵀ·b⟩ holds to the solves' tolerance. Gauss–Newton (core.gauss_newton) multiplies
+by J with it.
+"""
+
+import numpy as np
+
+from .adjoint import Linearization
+from .scene import at_step
+from .threads import one_blas_thread
+from .timing import timed
+
+FIELDS = ("k_tension", "k_bending", "x0", "v0", "forces", "damping", "contact_stiffness", "pin_path")
+
+
+class Tangent:
+    """δx, δv at every integrator step (step_x, step_v: (n_steps+1, n, 3)) and at frames (x, v)."""
+
+    def __init__(self, scene, dxs, dvs):
+        self.step_x, self.step_v = dxs, dvs
+        self.x = dxs[:: scene.substeps]
+        self.v = dvs[:: scene.substeps]
+
+
+def _direction(scene, direction):
+    """The direction's fields as float arrays of their full shapes, absent ones zero."""
+    unknown = set(direction) - set(FIELDS)
+    if unknown:
+        raise ValueError(f"unknown design field(s) {', '.join(sorted(unknown))}; expected some of {', '.join(FIELDS)}")
+    n, cloth = scene.cloth.n, scene.cloth
+    shapes = dict(k_tension=(cloth.n_tension,), k_bending=(cloth.n_bending,), x0=(n, 3), v0=(n, 3),
+                  forces=(scene.steps, n, 3), damping=(), contact_stiffness=(),
+                  pin_path=(scene.steps + 1, len(cloth.pinned), 3))
+    if direction.get("pin_path") is not None and scene.pin_path is None:
+        raise ValueError("a pin_path direction needs a scene with a pin path (its pins sit at x0: use x0)")
+    out = {}
+    for field, shape in shapes.items():
+        value = direction.get(field)
+        out[field] = np.zeros(shape) if value is None else np.array(np.broadcast_to(np.asarray(value, float), shape))
+    return out
+
+
+@timed("tangent")
+@one_blas_thread
+def tangent(scene, traj, direction, lin=None):
+    """The Tangent of `traj` (simulate(scene)'s) along `direction`: a dict of design fields named
+    as Gradient's (k_tension, k_bending, x0, v0, forces, damping, contact_stiffness, pin_path),
+    absent ones zero. lin: the trajectory's Linearization, to share it between passes."""
+    lin = Linearization(scene, traj) if lin is None else lin
+    d = _direction(scene, direction)
+    model = lin.model
+    potential = model.potential
+    h, sub, ns, n = model.h, scene.substeps, scene.n_steps, scene.cloth.n
+    free, pinned = model.free, model.pinned
+    mf = model.mf[:, None]
+    def pins_at(s):  # as Scene.pins_at: the pins sit at x0 unless the scene has a pin path
+        return d["x0"][pinned] if scene.pin_path is None else at_step(d["pin_path"], s, sub)
+
+    moving_pins = bool(np.any(d["x0"][pinned] if scene.pin_path is None else d["pin_path"]))
+    stiffness = bool(np.any(d["k_tension"]) or np.any(d["k_bending"]) or d["contact_stiffness"])
+    dxs, dvs = np.zeros((ns + 1, n, 3)), np.zeros((ns + 1, n, 3))
+    dxs[0] = d["x0"]
+    dxs[0, pinned] = pins_at(0)
+    dvs[0] = d["v0"]
+    dvs[0, pinned] = 0.0
+    pinned_step = np.zeros((n, 3))
+    for s in range(ns):
+        pt = lin.point(s)
+        push = np.zeros((n, 3))  # h⁻²·(what moves the step's equation besides δx, δv)
+        if moving_pins:
+            pinned_step[pinned] = pins_at(s + 1)
+            push += potential.hess_vec(pt, pinned_step)
+        if stiffness:
+            push += potential.design_tangent(pt, d["k_tension"], d["k_bending"], d["contact_stiffness"])
+        push -= d["forces"][s // sub]
+        if d["damping"]:
+            push += d["damping"] * model.m[:, None] * traj.step_v[s + 1]
+        rhs = (1 + h * model.c) * mf * dxs[s][free] + h * mf * dvs[s][free] - h * h * push[free]
+        dxs[s + 1][free] = lin.solve(s, rhs.ravel()).reshape(-1, 3)
+        dxs[s + 1][pinned] = pins_at(s + 1)
+        dvs[s + 1] = (dxs[s + 1] - dxs[s]) / h
+    return Tangent(scene, dxs, dvs)

@@ -1,0 +1,176 @@
+"""Gauss–Newton and what it is built from: parameterizations' forward derivatives, regularizer
+and loss Hessian products, and the optimizer's behaviour (a hand-posed key reached in few
+simulations, callback stops, failing trials, bad input)."""
+
+import sys
+
+import numpy as np
+import pytest
+
+import core as dc
+from core.params import Design
+
+from test_keyed_forces import artist_scene
+from test_optimize import small_scene
+
+PARAMS = [
+    [dc.GlobalStiffness(True, True)],
+    [dc.SpringStiffness("tension"), dc.SpringStiffness("bending", log=False)],
+    [dc.InitialVelocity(), dc.InitialRotation((-0.2, 0.2, 0.0), (0.2, 0.2, 0.1), start=0.3)],
+    [dc.InitialVelocity(per_vertex=True)],
+    [dc.ControlForces(magnitude=1e-3, smoothness=1e-2), dc.Wind(magnitude=1e-3, smoothness=1e-2)],
+    [dc.KeyedForces(every=0.1, magnitude=0.3, smoothness=0.7)],
+]
+
+
+@pytest.mark.parametrize("params", PARAMS, ids=lambda ps: "+".join(p.name for p in ps))
+def test_parameterization_jvps_match_finite_differences(params):
+    scene = small_scene(steps=8)
+    design = Design(scene, params)
+    rng = np.random.default_rng(0)
+    theta = design.theta0 + 0.1 * rng.normal(size=design.theta0.shape)
+    d = rng.normal(size=theta.shape)
+    tangent = design.jvp(theta, d, design.fields(theta))
+    eps = 1e-6
+    plus, minus = design.fields(theta + eps * d), design.fields(theta - eps * d)
+    for field, value in tangent.items():
+        fd = (np.asarray(plus[field]) - np.asarray(minus[field])) / (2 * eps)
+        assert np.allclose(value, fd, rtol=1e-6, atol=1e-8 * max(np.abs(fd).max(), 1.0)), field
+
+
+@pytest.mark.parametrize("param", [dc.ControlForces(magnitude=0.3, smoothness=0.7), dc.Wind(magnitude=0.2, smoothness=2.0),
+                                   dc.KeyedForces(every=0.1, magnitude=0.3, smoothness=0.7)], ids=lambda p: p.name)
+def test_regularizer_hessian_products_match_finite_differences(param):
+    scene = small_scene(steps=8)
+    rng = np.random.default_rng(1)
+    theta, d = rng.normal(size=(2, param.size(scene)))
+    eps = 1e-5
+    fd = (param.regularizer(theta + eps * d, scene)[1] - param.regularizer(theta - eps * d, scene)[1]) / (2 * eps)
+    assert np.allclose(param.regularizer_hess_vec(theta, d, scene), fd, rtol=1e-7, atol=1e-10)
+
+
+def test_keyframe_loss_hessian_products_match_finite_differences():
+    rng = np.random.default_rng(2)
+    x, v, dx, dv = rng.normal(size=(4, 7, 5, 3))
+    loss = dc.KeyframeLoss({6: rng.normal(size=(5, 3)), 3: rng.normal(size=(5, 3))}, weights={3: 0.5},
+                           vertex_weights=rng.uniform(size=5), velocity_targets={4: rng.normal(size=(5, 3))},
+                           velocity_weight=0.3)
+    hx, hv = loss.hess_vec(dx, dv)
+    eps = 1e-6
+    _, px, pv = loss.evaluate(x + eps * dx, v + eps * dv)
+    _, mx, mv = loss.evaluate(x - eps * dx, v - eps * dv)
+    assert np.allclose(hx, (px - mx) / (2 * eps), atol=1e-8) and np.allclose(hv, (pv - mv) / (2 * eps), atol=1e-8)
+
+
+@pytest.fixture(scope="module")
+def moved_pose():
+    """A 6×6 cloth's simulated last pose, moved 5.8 cm by hand (as in test_keyed_forces)."""
+    scene = artist_scene(side=6, frames=12)
+    target = dc.simulate(scene).x[12] + [0.05, 0.03, 0.0]
+    return scene, dc.KeyframeLoss({12: target}), target
+
+
+def keyed():
+    return [dc.KeyedForces(every=0.125, magnitude=1e-3, smoothness=1e-6)]
+
+
+def test_gauss_newton_reaches_a_moved_pose_in_a_tenth_of_the_simulations(moved_pose):
+    scene, loss, target = moved_pose
+    gn = dc.optimize(scene, loss, keyed(), max_iter=200, method="gauss-newton")
+    lbfgs = dc.optimize(scene, loss, keyed(), max_iter=200, method="l-bfgs-b")
+    free = np.setdiff1d(np.arange(scene.cloth.n), scene.cloth.pinned)  # pins cannot follow a rigid move
+    reached = dc.simulate(gn.scene).x[12]
+    assert np.linalg.norm(reached[free] - target[free], axis=1).mean() <= 0.01
+    assert gn.loss <= lbfgs.loss * (1 + 1e-3)  # both end at the regularized optimum
+    assert 10 * gn.evaluations <= lbfgs.evaluations, (gn.evaluations, lbfgs.evaluations)  # measured 8 and 141
+    assert gn.method == "gauss-newton" and gn.reason == "converged"
+    assert loss(dc.simulate(gn.scene)) + Design(scene, keyed()).regularizer(gn.theta)[0] == pytest.approx(gn.loss)
+    # every iteration tells where its time went; the start's simulation precedes the first
+    steps = gn.history
+    assert {"evaluations", "adjoints", "tangents", "forward_s", "adjoint_s", "tangent_s", "inner", "damping"} <= set(steps[0])
+    assert gn.passes["tangent"][0] == sum(h["inner"] for h in steps) and gn.passes["forward"][0] == gn.evaluations
+    assert sum(h["evaluations"] for h in steps) < gn.evaluations
+    assert all(h["inner"] >= 1 and h["tangent_s"] > 0 for h in steps)
+    assert [h["loss"] for h in steps] == sorted((h["loss"] for h in steps), reverse=True)
+
+
+def test_gauss_newton_recovers_a_rotation_and_velocity():
+    # the start design (rotated 0.3 rad) is not the scene's own: the run must simulate θ0's
+    scene = small_scene(steps=10)
+    axis = ((-0.2, 0.2, 0.0), (0.2, 0.2, 0.1))
+    truth = [dc.InitialVelocity(), dc.InitialRotation(*axis, start=-0.1)]
+    theta_true = np.array([0.2, 0.0, 0.1, -0.1])
+    target = dc.simulate(Design(scene, truth).scene(theta_true)).x
+    loss = dc.KeyframeLoss({10: target[10], 5: target[5]})
+    params = [dc.InitialVelocity(), dc.InitialRotation(*axis, start=0.3)]
+    result = dc.optimize(scene, loss, params, method="gauss-newton")
+    assert np.allclose(result.theta, theta_true, atol=1e-5), result.theta
+    assert result.evaluations <= 12, result.evaluations
+    assert loss(dc.simulate(result.scene)) == pytest.approx(result.loss, rel=1e-9, abs=1e-20)
+
+
+def test_auto_picks_gauss_newton_for_keyframe_losses_without_bounds(moved_pose):
+    scene, loss, _ = moved_pose
+    assert dc.optimize(scene, loss, keyed(), max_iter=1).method == "gauss-newton"
+    bounded = [dc.KeyedForces(every=0.125, magnitude=1e-3, bounds=(-20.0, 20.0))]
+    assert dc.optimize(scene, loss, bounded, max_iter=1).method == "l-bfgs-b"
+
+
+def test_callback_stop_keeps_the_best(moved_pose):
+    scene, loss, _ = moved_pose
+    seen = []
+    result = dc.optimize(scene, loss, keyed(), method="gauss-newton",
+                         callback=lambda info: seen.append(info) or len(seen) == 2)
+    assert result.reason == "stopped" and len(result.history) == 2
+    assert result.loss == seen[-1]["loss"] < seen[0]["loss"] < result.initial_loss
+    assert np.array_equal(seen[-1]["params"]["control_acceleration_keys"], result.params["control_acceleration_keys"])
+
+
+def test_a_diverging_trial_does_not_lose_the_best(moved_pose, monkeypatch):
+    # every third trial "diverges": λ grows, the run goes on from the best design
+    gn = sys.modules["core.gauss_newton"]
+    real, calls = gn.simulate, []
+
+    def fragile(scene, **kwargs):
+        calls.append(1)
+        if len(calls) % 3 == 0:  # the start's is the first
+            raise dc.SimulationError("simulation diverged at frame 3", 3, 3)
+        return real(scene, **kwargs)
+
+    monkeypatch.setattr(gn, "simulate", fragile)
+    scene, loss, _ = moved_pose
+    result = dc.optimize(scene, loss, keyed(), max_iter=4, method="gauss-newton")
+    assert len(calls) >= 4 and result.loss < 0.5 * result.initial_loss
+    assert loss(real(result.scene)) + Design(scene, keyed()).regularizer(result.theta)[0] == pytest.approx(result.loss)
+
+
+def test_a_run_where_every_trial_fails_returns_the_start(moved_pose, monkeypatch):
+    gn = sys.modules["core.gauss_newton"]
+    real, calls = gn.simulate, []
+
+    def diverging(scene, **kwargs):  # all but the start's
+        calls.append(1)
+        if len(calls) > 1:
+            raise dc.SimulationError("simulation diverged at frame 3", 3, 3)
+        return real(scene, **kwargs)
+
+    monkeypatch.setattr(gn, "simulate", diverging)
+    scene, loss, _ = moved_pose
+    result = dc.optimize(scene, loss, keyed(), method="gauss-newton")
+    assert result.reason.startswith("no further progress") and result.loss == result.initial_loss
+    assert not np.any(result.theta) and result.history == []
+
+
+def test_bad_input_names_the_problem(moved_pose):
+    scene, loss, _ = moved_pose
+    with pytest.raises(ValueError, match="unknown optimization method 'newton'.*gauss-newton"):
+        dc.optimize(scene, loss, keyed(), method="newton")
+    with pytest.raises(ValueError, match="'gauss-newton' does not honour bounds \\(keyed_forces has them\\)"):
+        dc.optimize(scene, loss, [dc.KeyedForces(bounds=(-5.0, 5.0))], method="gauss-newton")
+
+    class Custom:  # a loss without the Hessian Gauss–Newton needs
+        targets, velocity_targets = loss.targets, {}
+        check, evaluate = loss.check, loss.evaluate
+
+    with pytest.raises(ValueError, match="'gauss-newton' needs a sum-of-squares loss"):
+        dc.optimize(scene, Custom(), keyed(), method="gauss-newton")
