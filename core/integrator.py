@@ -217,10 +217,8 @@ class Stepper:
             mu *= 4
         return False
 
-    def step(self, x, v, s, guess=None):
-        """Positions after integrator step s → s+1 and (iterations, residual, converged).
-        guess: positions to start Newton from instead of the inertial prediction x + h·v, where
-        E is lower there (in an optimization, the trajectory predicted for the new design)."""
+    def step(self, x, v, s):
+        """Positions after integrator step s → s+1 and (iterations, residual, converged)."""
         md, sc = self.model, self.model.scene
         h, k = md.h, md.springs.k
         u = sc.force_at(s)
@@ -228,12 +226,6 @@ class Stepper:
         y = xhat.copy()
         y[md.pinned] = sc.pins_at(s + 1)
         pt = md.point(y, x, xhat, u, s)
-        if guess is not None:
-            y = guess.copy()
-            y[md.pinned] = sc.pins_at(s + 1)
-            other = md.point(y, x, xhat, u, s)
-            if other.energy < pt.energy:
-                pt = other
         tension = k * pt.stretch if self.tension is None else self.tension
         to_pos = h * h / md.mf[:, None]
         self.blend, self.skip_full = 0, 0

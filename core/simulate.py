@@ -50,12 +50,9 @@ def _keep(factor, kept):
 
 @timed("forward")
 @one_blas_thread
-def simulate(scene, progress=None, guess=None):
+def simulate(scene, progress=None):
     """Run the scene; raises SimulationError naming the frame if a step diverges.
-    progress(frames_done, frames) is called after every frame. guess: positions at every
-    integrator step (n_steps+1, n, 3) for Newton to start from where they are closer than the
-    inertial prediction, e.g. the trajectory predicted for a new design in an optimization (it
-    changes the iterations, not the tolerance the steps are solved to)."""
+    progress(frames_done, frames) is called after every frame."""
     model = Model(scene)
     stepper = Stepper(model)
     ns, h = scene.n_steps, scene.h
@@ -68,7 +65,7 @@ def simulate(scene, progress=None, guess=None):
     stats = SolverStats(ns)
     factors, kept = [], {}
     for s in range(ns):
-        y, it, res, ok = stepper.step(xs[s], vs[s], s, None if guess is None else guess[s + 1])
+        y, it, res, ok = stepper.step(xs[s], vs[s], s)
         if not ok and res > 1e3 * model.tol:
             raise stepper._error(s, f"did not converge in {it} iterations (residual {res:.2e} m)")
         xs[s + 1] = y
