@@ -146,7 +146,7 @@ def minimize(design, loss, point, run, max_iter, gtol, rtol):
             return f"no further progress: {MAX_FAILURES} trial steps failed to lower the loss"
         decrease = point.value - trial.value
         point = trial
-        run.improved(point.theta, point.value)
+        run.improved(point.theta, point.value, point.traj.x)
         run.record(grad_norm=float(np.linalg.norm(point.grad)), inner=len(krylov.alpha), damping=lam)
         if decrease <= rtol * (point.value + decrease):
             return "converged"

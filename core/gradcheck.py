@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from .optimize import objective
+from .optimize import Objective
 from .params import Design
 
 
@@ -14,7 +14,7 @@ def check_gradient(scene, loss, params, eps=1e-6, components=(), directions=1, s
     rel_error = |analytic − numeric| / max(|numeric|, tiny).
     """
     design = Design(scene, params)
-    f = objective(design, loss)
+    f = Objective(design, loss)
     theta = design.theta0
     _, grad = f(theta)
     rng = np.random.default_rng(seed)

@@ -11,6 +11,7 @@ from .adjoint import value_and_grad
 from .integrator import SimulationError
 from .losses import KeyframeLoss
 from .params import Acceleration, Design
+from .simulate import simulate
 from .threads import one_blas_thread
 from .timing import Clock
 
@@ -20,7 +21,8 @@ METHODS = ("auto", "gauss-newton", "l-bfgs-b")
 class OptimizeResult:
     """scene: the best scene found; theta, loss (keyframe loss + regularizers) of that scene;
     initial_loss; history: one dict per iteration (iteration, loss, normalized_loss, grad_norm,
-    elapsed, and that iteration's evaluations (simulations), adjoints, tangents (passes) and
+    elapsed, distances (the best design's {frame: (mean, largest)} distance to the keys in m, for
+    a loss with distances such as KeyframeLoss), and that iteration's evaluations (simulations), adjoints, tangents (passes) and
     forward_s, adjoint_s, tangent_s (seconds in them); Gauss–Newton adds inner (Lanczos vectors,
     each one tangent and one adjoint pass) and damping (λ)); reason: why it stopped
     ("converged", "max_iter", "stopped", or the method's message); method: the one that ran;
@@ -39,38 +41,47 @@ class _Stop(Exception):
     pass
 
 
-def objective(design, loss):
-    """f(θ) → (value, gradient) of keyframe loss + regularizers, for any θ of `design`."""
+class Objective:
+    """f(θ) → (value, gradient) of keyframe loss + regularizers, for any θ of `design`; f.x holds
+    the frames' positions of the last θ evaluated."""
 
-    def f(theta):
-        fields = design.fields(theta)
-        scene = design.scene(theta, fields)
-        value, grad = value_and_grad(scene, loss)
-        reg, reg_grad = design.regularizer(theta)
-        return value + reg, design.pullback(theta, grad, fields) + reg_grad
+    def __init__(self, design, loss):
+        self.design, self.loss, self.x = design, loss, None
 
-    return f
+    def __call__(self, theta):
+        fields = self.design.fields(theta)
+        scene = self.design.scene(theta, fields)
+        traj = simulate(scene)
+        self.x = traj.x
+        value, grad = value_and_grad(scene, self.loss, traj)
+        reg, reg_grad = self.design.regularizer(theta)
+        return value + reg, self.design.pullback(theta, grad, fields) + reg_grad
 
 
 class _Run:
-    """What both methods share: the best design seen, the history with each iteration's share
-    of the passes (from the Clock), and the callback that may stop the run (raising _Stop)."""
+    """What both methods share: the best design seen (and, for a loss that measures them, its
+    distances to the keys), the history with each iteration's share of the passes (from the
+    Clock), and the callback that may stop the run (raising _Stop)."""
 
     PASSES = (("forward", "evaluations", "forward_s"), ("adjoint", "adjoints", "adjoint_s"),
               ("tangent", "tangents", "tangent_s"))
 
-    def __init__(self, design, callback, clock, initial_loss):
+    def __init__(self, design, loss, callback, clock, initial_loss, initial_x):
         self.design, self.callback, self.clock = design, callback, clock
         self.start = time.perf_counter()
         self.initial_loss = self.loss = initial_loss
         self.theta = design.theta0.copy()
+        self.measure = getattr(loss, "distances", None)
+        self.distances = self.measure(initial_x) if self.measure else None
         self.history = []
         self._seen = clock.snapshot()
 
-    def improved(self, theta, value):
-        """Keep θ if it is the best so far."""
+    def improved(self, theta, value, x):
+        """Keep θ (whose frames' positions are x) if it is the best so far."""
         if value < self.loss:
             self.loss, self.theta = value, theta.copy()
+            if self.measure:
+                self.distances = self.measure(x)
 
     def record(self, grad_norm, **extra):
         counts, seconds = self.clock.snapshot()
@@ -80,6 +91,8 @@ class _Run:
         for kind, count_key, seconds_key in self.PASSES:
             info[count_key] = counts.get(kind, 0) - self._seen[0].get(kind, 0)
             info[seconds_key] = seconds.get(kind, 0.0) - self._seen[1].get(kind, 0.0)
+        if self.distances is not None:
+            info["distances"] = dict(self.distances)
         info.update(extra)
         self._seen = counts, seconds
         self.history.append(info)
@@ -137,11 +150,11 @@ def optimize(scene, loss, params, max_iter=100, callback=None, gtol=1e-10, ftol=
         if method == "gauss-newton":
             # a start that does not simulate raises SimulationError here
             point = gauss_newton.Linearized(design, loss, design.theta0)
-            run = _Run(design, callback, clock, point.value)
+            run = _Run(design, loss, callback, clock, point.value, point.traj.x)
         else:
-            f = objective(design, loss)
+            f = Objective(design, loss)
             initial_loss, grad0 = f(design.theta0)
-            run = _Run(design, callback, clock, initial_loss)
+            run = _Run(design, loss, callback, clock, initial_loss, f.x)
         if not np.isfinite(run.initial_loss):
             raise SimulationError("the starting design gives a non-finite loss", 0, 0)
         reason = "converged"
@@ -175,7 +188,7 @@ def _lbfgsb(design, f, run, grad0, max_iter, gtol, ftol):
             return 1e3 * run.loss + 1.0, back / max(np.linalg.norm(back), 1e-300)
         if value < run.loss:
             best_grad[0] = grad
-        run.improved(theta, value)
+        run.improved(theta, value, f.x)
         last["grad_norm"] = float(np.linalg.norm(grad))
         return value, grad
 

@@ -80,8 +80,7 @@ def optimize(args):
         run = runner.Inline(job).start()
         t_opt = time.perf_counter()
         for info in run.wait()[0]:
-            print(f"diffcloth: iteration {info['iteration']:4d}  loss {info['loss']:.6g}  "
-                  f"normalized {info['normalized_loss']:.3e}  {info['elapsed']:.1f} s", flush=True)
+            print(f"diffcloth: {operators.progress_text(setup, info)}, {info['elapsed']:.1f} s", flush=True)
         result = operators.finish(context, setup, run)
     except (convert.InputError, ValueError) as err:
         raise JobError(str(err)) from None

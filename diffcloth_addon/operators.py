@@ -45,6 +45,13 @@ def finish(context, setup, run):
     return run.result
 
 
+def progress_text(setup, info):
+    """One optimization iteration as the artist reads it: loss and each key's distances in mm."""
+    keys = "".join(f", frame {int(f) + setup.start} {d[0] * 1e3:.1f} mm (largest {d[1] * 1e3:.1f})"
+                   for f, d in sorted(info.get("distances", {}).items(), key=lambda item: int(item[0])))
+    return f"iteration {info['iteration']}: {info['normalized_loss']:.2e} of the start loss{keys}"
+
+
 def summary(setup, result):
     if setup.kind == "simulate":
         return f"Simulated and baked {len(result)} frames of '{setup.cloth_name}'"
@@ -92,7 +99,7 @@ class _Run(_ClothName, bpy.types.Operator):
             else:
                 state.iteration, state.loss, state.normalized_loss = info["iteration"], info["loss"], info["normalized_loss"]
                 state.progress = min(state.iteration / max(context.scene.diffcloth.max_iterations, 1), 1.0)
-                state.status = f"iteration {state.iteration}"
+                state.status = progress_text(self.setup, info)
         state.elapsed = time.perf_counter() - self.started
 
     def _end(self, context):

@@ -35,8 +35,8 @@ def run(core, job, report, cancelled):
 
 
 def progress_line(info):
-    """The scalars of a progress dict, as one line of JSON."""
-    return json.dumps({k: v for k, v in info.items() if isinstance(v, (int, float, str))})
+    """The scalars and the keys' distances of a progress dict, as one line of JSON."""
+    return json.dumps({k: v for k, v in info.items() if isinstance(v, (int, float, str)) or k == "distances"})
 
 
 def _load_core(root, package):

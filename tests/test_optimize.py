@@ -46,7 +46,20 @@ def test_callback_stop_keeps_best(stiffness_problem):
     assert len(result.history) == 2
     assert result.loss == min(h["loss"] for h in result.history)
     assert result.loss < result.initial_loss
-    assert {"iteration", "loss", "normalized_loss", "grad_norm", "elapsed", "params"} <= set(seen[-1])
+    assert {"iteration", "loss", "normalized_loss", "grad_norm", "elapsed", "params", "distances"} <= set(seen[-1])
+    # the best design's distances to the keys, as the artist reads them in the progress line
+    best = dc.simulate(result.scene).x
+    assert seen[-1]["distances"] == loss.distances(best)
+
+
+@pytest.mark.parametrize("method", ["gauss-newton", "l-bfgs-b"])
+def test_progress_reports_the_best_designs_distances(stiffness_problem, method):
+    scene, loss = stiffness_problem
+    seen = []
+    result = dc.optimize(scene, loss, ["k_tension"], max_iter=4, method=method, callback=seen.append)
+    assert [info["distances"] for info in seen][-1] == loss.distances(dc.simulate(result.scene).x)
+    means = [info["distances"][max(loss.targets)][0] for info in seen]
+    assert means[-1] < loss.distances(dc.simulate(scene).x)[max(loss.targets)][0]
 
 
 STIFFNESS_PARAMS = [
@@ -128,16 +141,16 @@ def test_diverging_trials_do_not_lose_the_best(stiffness_problem, monkeypatch):
     # trials stiffer than 9 N/m "diverge"; L-BFGS-B's line search must back off and keep the best
     # design (test_gauss_newton checks Gauss–Newton's trials)
     opt = sys.modules["core.optimize"]  # the module; core.optimize is the function
-    real = opt.value_and_grad
+    real = opt.simulate
     tried = []
 
-    def fragile(scene, loss):
+    def fragile(scene):
         tried.append(scene.cloth.k_tension[0])
         if scene.cloth.k_tension[0] > 9.0:
             raise dc.SimulationError("simulation diverged at frame 3", 3, 3)
-        return real(scene, loss)
+        return real(scene)
 
-    monkeypatch.setattr(opt, "value_and_grad", fragile)
+    monkeypatch.setattr(opt, "simulate", fragile)
     scene, loss = stiffness_problem
     result = dc.optimize(scene, loss, ["k_tension"], max_iter=15, method="l-bfgs-b")
     assert max(tried) > 9.0  # a trial did diverge
