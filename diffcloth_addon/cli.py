@@ -76,6 +76,8 @@ def optimize(args):
     try:
         # headless, the file's saved selection is no choice: several cloths need --cloth
         setup, job = operators.prepare(context, "optimize", args.cloth, args.max_iter, use_active=False)
+        for warning in setup.warnings:
+            print(f"diffcloth: warning: {warning}", flush=True)
         t_gather = time.perf_counter()
         run = runner.Inline(job).start()
         t_opt = time.perf_counter()

@@ -10,6 +10,8 @@ RESULT_KEY = "diffcloth_result"
 NO_CLOTH = "no cloth: mark a mesh as DiffCloth Cloth"
 NO_TARGETS = "no targets: add one with 'New Target from Cloth'"
 NO_KEYS = "no targets with keyframes: pose a Target copy of the cloth and insert a keyframe"
+# how far a target may pose a pinned vertex from its pin (m) before the artist is warned
+PIN_SLACK = 1e-3
 
 
 class InputError(Exception):
@@ -197,6 +199,18 @@ def _constant(poses):
     return poses[0] if np.allclose(poses, poses[0]) else poses
 
 
+def pinned_off_target(target, frame, cloth, offsets):
+    """A warning if a target poses pinned vertices away from where the pin group holds them at
+    its frame (a copy moved or turned as a whole): they stay pinned, and the cloth near them can
+    only stretch toward the pose, so that key cannot be reached there. None if it does not."""
+    off = float(np.linalg.norm(offsets, axis=1).max()) if len(offsets) else 0.0
+    if off <= PIN_SLACK:
+        return None
+    return (f"target '{target}' at frame {frame} moves pinned vertices of '{cloth}' by up to {off * 100:.1f} cm: "
+            "pins follow the cloth object, so they and the cloth around them cannot reach that pose "
+            "(leave the pinned vertices in place, animate the cloth object, or unpin them)")
+
+
 def gather(context, cloth_name=None, need_targets=True, use_active=True):
     """Read the scene into a Setup; raises InputError for user mistakes. Restores the frame.
     use_active: with several cloths and no name, take the active object if it is one."""
@@ -278,6 +292,8 @@ def gather(context, cloth_name=None, need_targets=True, use_active=True):
         else:
             built.append(dc.Plane(_constant(np.array([p[0] for p in pose])),
                                   _constant(np.array([p[1] for p in pose]))))
+    warnings = [pinned_off_target(name, f, cloth_obj.name, tv[pins] - pin_path[f - start])
+                for f, (name, tv) in sorted(target_pos.items()) if len(pins)]
     pin_path = _constant(np.array(pin_path)) if len(pins) else None
     if pin_path is not None and pin_path.ndim == 2:
         pin_path = None  # static pins stay where the mesh has them
@@ -297,7 +313,7 @@ def gather(context, cloth_name=None, need_targets=True, use_active=True):
                                weights={f - start: by_name[name].diffcloth.weight for f, (name, _) in target_pos.items()},
                                vertex_weights=vertex_weights or None)
     return Setup(cloth_obj=cloth_obj, scene=core_scene, loss=loss, start=start, end=end,
-                 matrices=np.array(matrices),
+                 matrices=np.array(matrices), warnings=[w for w in warnings if w],
                  target_frames={n: fr for n, fr in target_frames.items()})
 
 

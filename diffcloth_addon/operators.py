@@ -84,6 +84,8 @@ class _Run(_ClothName, bpy.types.Operator):
 
     def _start(self, context, runner_class):
         self.setup, job = prepare(context, self.kind, self.cloth or None)
+        for warning in self.setup.warnings if self.kind == "optimize" else ():
+            self.report({"WARNING"}, warning)
         self.run = runner_class(job)
         state = context.window_manager.diffcloth
         state.running, state.cancel_requested, state.kind = True, False, self.bl_label
@@ -157,9 +159,7 @@ class _Run(_ClothName, bpy.types.Operator):
             return {"PASS_THROUGH"}
         infos, done = self.run.drain()
         self._progress(context, infos)
-        what = (f"iteration {state.iteration}, loss {state.loss:.4g} ({state.normalized_loss:.2e} of start)"
-                if self.kind == "optimize" else state.status)
-        context.workspace.status_text_set(f"DiffCloth {state.kind}: {what}, {state.elapsed:.0f} s — Esc to stop")
+        context.workspace.status_text_set(f"DiffCloth {state.kind}: {state.status}, {state.elapsed:.0f} s — Esc to stop")
         for area in context.screen.areas:
             area.tag_redraw()
         if not done:

@@ -227,6 +227,21 @@ def posed(blank):
     return cloth, target
 
 
+def test_a_target_that_moves_the_pins_is_reported(posed, blank):
+    """A copy moved as a whole drags its pinned vertices along: the artist hears that those cannot
+    follow, naming the target, the frame and the cloth; the run still goes on."""
+    cloth, target = posed
+    assert operators().prepare(blank, "optimize")[0].warnings == []
+    co = np.array([v.co for v in target.data.vertices])
+    target.data.vertices.foreach_set("co", (co + [0.0, 0.0, 0.05]).ravel())
+    target.data.update()
+    setup, _ = operators().prepare(blank, "optimize")
+    assert setup.warnings == [f"target '{target.name}' at frame 11 moves pinned vertices of 'Cloth' by up to 5.0 cm: "
+                              "pins follow the cloth object, so they and the cloth around them cannot reach that pose "
+                              "(leave the pinned vertices in place, animate the cloth object, or unpin them)"]
+    assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
+
+
 def test_optimize_end_to_end(posed, blank):
     cloth, target = posed
     scene = blank.scene
