@@ -80,7 +80,8 @@ def default_controls():
     ext.register()
     try:
         s = bpy.context.scene.diffcloth
-        return dc.KeyedForces(s.force_key_spacing, s.force_magnitude, s.force_smoothness)
+        return dc.KeyedForces(s.force_key_spacing, dc.weight_for_distance(s.force_strength),
+                              dc.weight_for_distance(s.force_change))
     finally:
         ext.unregister()
 

@@ -124,9 +124,9 @@ def keyframes():
     loss = dc.KeyframeLoss({40: traj.x[40], 80: traj.x[80]})
     # the best a global stiffness alone can do, for comparison
     stiff = dc.optimize(truth, loss, ["k_tension"], max_iter=20)
-    # the smoothness weight is chosen strong: it costs millimetres at the keyframes (1e-6 matches
-    # them to 0.07 mm, with single-frame spikes as large as the forces themselves)
-    control = dc.ControlForces(magnitude=1e-6, smoothness=0.1)
+    # the smoothness weight is chosen strong: it costs millimetres at the keyframes (a 4e5 times
+    # weaker one matches them to 0.07 mm, with single-frame spikes as large as the forces themselves)
+    control = dc.ControlForces(magnitude=2.5e-9, smoothness=2.5e-4)
     result, out = run("keyframes", truth, loss, [control], 200)
     final = dc.simulate(result.scene)
     dist = {f: float(np.linalg.norm(final.x[f] - traj.x[f], axis=1).mean()) for f in (40, 80)}

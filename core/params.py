@@ -199,7 +199,12 @@ class InitialRotation(Param):
 
 
 class Acceleration(Param):
-    """Per-frame control accelerations with magnitude and temporal-smoothness regularizers."""
+    """Per-frame control accelerations with magnitude and temporal-smoothness regularizers.
+
+    Every vertex pays for its own acceleration, as every vertex counts in a keyframe loss
+    (Σ over vertices): the balance between matching the keys and pushing the cloth, and so the
+    optimum, is the same at any mesh resolution. weight_for_distance() turns the artist's
+    "costs as much as being this far off a key" into a weight."""
 
     def __init__(self, magnitude=0.0, smoothness=0.0, bounds=None):
         super().__init__(bounds)
@@ -209,7 +214,7 @@ class Acceleration(Param):
 
     def regularizer(self, theta, scene):
         a = self._shape(theta, scene)
-        scale = 1.0 / a.shape[1] if a.ndim == 3 else 1.0
+        scale = 1.0 if a.ndim == 3 else float(scene.cloth.n)  # a uniform acceleration moves every vertex
         value = self.magnitude * scale * float(np.sum(a * a))
         grad = 2 * self.magnitude * scale * a
         if len(a) > 1 and self.smoothness:
@@ -272,8 +277,10 @@ class KeyedForces(Acceleration):
     end, evenly spread), linearly interpolated to every frame's midpoint (force = vertex mass ×
     acceleration). θ: (keys, n, 3) in m/s². A few keys per second steer the cloth with a
     hundredth of the per-frame unknowns, and the motion they give is smooth by construction.
-    The regularizers integrate over time, magnitude·∫‖a‖²dt/n and smoothness·∫‖ȧ‖²dt/n, so their
-    weights mean the same at any frame rate, key spacing and mesh resolution."""
+    The regularizers integrate over time and add up over the vertices, magnitude·Σᵢ∫‖aᵢ‖²dt and
+    smoothness·Σᵢ∫‖ȧᵢ‖²dt, like the keyframe loss's Σ over vertices, so their weights mean the
+    same at any frame rate, key spacing and mesh resolution: magnitude = (d/g)²/s makes a vertex
+    pushed at 1 g for a second cost as much as being d off a key (weight_for_distance)."""
 
     name = "keyed_forces"
 
@@ -321,18 +328,24 @@ class KeyedForces(Acceleration):
         times = self.key_times(scene)
         gaps = np.diff(times)
         span = np.r_[gaps, 0.0] / 2 + np.r_[0.0, gaps] / 2  # trapezoid: ∫‖a‖² over piecewise-linear a
-        n = scene.cloth.n
-        value = self.magnitude / n * float(np.einsum("k,kni,kni->", span, a, a))
-        grad = 2 * self.magnitude / n * span[:, None, None] * a
+        value = self.magnitude * float(np.einsum("k,kni,kni->", span, a, a))
+        grad = 2 * self.magnitude * span[:, None, None] * a
         da = np.diff(a, axis=0) / gaps[:, None, None]  # ȧ on each interval
-        value += self.smoothness / n * float(np.einsum("k,kni,kni->", gaps, da, da))
-        g = 2 * self.smoothness / n * da
+        value += self.smoothness * float(np.einsum("k,kni,kni->", gaps, da, da))
+        g = 2 * self.smoothness * da
         grad[1:] += g
         grad[:-1] -= g
         return value, grad.ravel()
 
     def describe(self, theta):
         return {"control_acceleration_keys": theta.reshape(-1, 3).copy()}
+
+
+def weight_for_distance(distance, g=9.81):
+    """The regularizer weight ((m/s²)²·s per m²) at which 1 g held for 1 s on a vertex (or, for
+    smoothness, 1 g/s of change over 1 s) costs as much as that vertex being `distance` metres
+    off a key: how an artist states how much control force a key is worth."""
+    return (distance / g) ** 2
 
 
 _BY_NAME = {

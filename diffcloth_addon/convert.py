@@ -326,17 +326,21 @@ def params_from_settings(settings, setup):
         params.append(dc.InitialVelocity(per_vertex=True))
     elif settings.opt_velocity:
         params.append(dc.InitialVelocity())
+    # the costs are distances off a key; per-frame forces sum over frames instead of integrating
+    # over time, so their weights take the frame time in
+    strength, change = (dc.weight_for_distance(d) for d in (settings.force_strength, settings.force_change))
+    dt = setup.scene.dt
     if settings.opt_forces and settings.force_basis == "KEYS":
-        keyed = dc.KeyedForces(settings.force_key_spacing, settings.force_magnitude, settings.force_smoothness)
+        keyed = dc.KeyedForces(settings.force_key_spacing, strength, change)
         try:
             keyed.size(setup.scene)
         except ValueError as err:
             raise InputError(f"Force Key Spacing: {str(err).split(': ', 1)[1]}") from None
         params.append(keyed)
     elif settings.opt_forces:
-        params.append(dc.ControlForces(settings.force_magnitude, settings.force_smoothness))
+        params.append(dc.ControlForces(strength * dt, change / dt))
     if settings.opt_wind:
-        params.append(dc.Wind(settings.force_magnitude, settings.force_smoothness))
+        params.append(dc.Wind(strength * dt, change / dt))
     if not params:
         raise InputError("nothing to optimize: tick at least one quantity under 'Optimize'")
     return params

@@ -194,8 +194,8 @@ class DIFFCLOTH_PT_optimize(_Sidebar):
             if settings.force_basis == "KEYS":
                 layout.prop(settings, "force_key_spacing")
         if settings.opt_forces or settings.opt_wind:
-            layout.prop(settings, "force_magnitude")
-            layout.prop(settings, "force_smoothness")
+            layout.prop(settings, "force_strength")
+            layout.prop(settings, "force_change")
         layout.prop(settings, "max_iterations")
         layout.prop(settings, "use_scene_range")
         if not settings.use_scene_range:

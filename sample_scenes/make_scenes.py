@@ -118,7 +118,6 @@ def artist_keyframes():
     targets_from_truth(cloth, [16, 31], forces=gust * (0.5 / 144))  # ≈ 0.5 kg spread over 144 vertices
     s = bpy.context.scene.diffcloth
     s.opt_tension, s.opt_forces, s.max_iterations = False, True, 30
-    s.force_magnitude, s.force_smoothness = 1e-6, 1e-4
     return "optimize control forces to pass through the poses at frames 16 and 31", 100.0
 
 

@@ -315,7 +315,7 @@ def test_inline_cancel_keeps_best_and_scene_untouched(posed, blank):
 def test_worker_process_streams_progress_and_cancel_keeps_the_best(posed, blank):
     cloth, _ = posed
     s = blank.scene.diffcloth
-    s.opt_tension, s.opt_forces, s.force_smoothness, s.max_iterations = True, True, 1e-8, 400
+    s.opt_tension, s.opt_forces, s.force_change, s.max_iterations = True, True, 1e-5, 400
     before = cloth.diffcloth.tension
     setup, job = operators().prepare(blank, "optimize")
     run = runner().Process(job).start()
@@ -423,7 +423,7 @@ def test_every_panel_draws_with_and_without_a_setup(posed, blank):
     blank.scene.diffcloth.opt_forces = True
     blank.window_manager.diffcloth.running = True
     try:
-        assert {"force_magnitude", "force_smoothness", "max_iterations"} <= set(draw_all(blank))
+        assert {"force_strength", "force_change", "max_iterations"} <= set(draw_all(blank))
     finally:
         blank.window_manager.diffcloth.running = False
     assert bpy.ops.diffcloth.optimize() == {"FINISHED"}  # the stored result drawn beside the settings

@@ -71,7 +71,7 @@ def moved_pose():
 
 
 def keyed():
-    return [dc.KeyedForces(every=0.125, magnitude=1e-3, smoothness=1e-6)]
+    return [dc.KeyedForces(every=0.125, magnitude=3e-5, smoothness=3e-8)]
 
 
 def test_gauss_newton_reaches_a_moved_pose_in_a_tenth_of_the_simulations(moved_pose):

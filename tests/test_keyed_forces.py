@@ -30,16 +30,16 @@ def test_keys_span_the_run_and_interpolate_linearly():
     assert np.allclose(design["forces"][..., 2], scene.cloth.masses[None, :])
 
 
-def test_regularizers_integrate_over_time():
+def test_regularizers_integrate_over_time_and_add_up_over_vertices():
     scene = artist_scene(frames=12, fps=24)
     n = scene.cloth.n
     param = dc.KeyedForces(every=0.25, magnitude=2.0, smoothness=0.0)
     constant = np.tile([0.0, 3.0, 4.0], param.size(scene) // 3)  # ‖a‖ = 5 m/s² for 0.5 s
-    assert param.regularizer(constant, scene)[0] == pytest.approx(2.0 * 25 * 0.5)
+    assert param.regularizer(constant, scene)[0] == pytest.approx(2.0 * 25 * 0.5 * n)
     keys = param.size(scene) // (3 * n)
     ramp = (np.linspace(0.0, 1.0, keys)[:, None, None] * np.array([0.0, 0.0, 2.0])).repeat(n, axis=1)
     smooth = dc.KeyedForces(every=0.25, smoothness=3.0)
-    assert smooth.regularizer(ramp.ravel(), scene)[0] == pytest.approx(3.0 * (2.0 / 0.5) ** 2 * 0.5)
+    assert smooth.regularizer(ramp.ravel(), scene)[0] == pytest.approx(3.0 * (2.0 / 0.5) ** 2 * 0.5 * n)
     theta = np.random.default_rng(1).normal(size=param.size(scene))
     both = dc.KeyedForces(every=0.25, magnitude=0.3, smoothness=0.7)
     _, grad = both.regularizer(theta, scene)
@@ -48,6 +48,18 @@ def test_regularizers_integrate_over_time():
         e[i] = 1e-6
         fd = (both.regularizer(theta + e, scene)[0] - both.regularizer(theta - e, scene)[0]) / 2e-6
         assert grad[i] == pytest.approx(fd, rel=1e-6)
+
+
+@pytest.mark.parametrize("side", [6, 12])
+def test_one_g_for_a_second_costs_the_stated_distance_at_any_resolution(side):
+    """weight_for_distance(d): 1 g on every vertex for 1 s costs as much as every vertex d off a
+    key, on any mesh, so the optimum's balance does not change with resolution."""
+    scene = artist_scene(side=side, frames=24, fps=24)  # one second
+    param = dc.KeyedForces(every=0.25, magnitude=dc.weight_for_distance(0.01))
+    one_g = np.tile([0.0, 0.0, 9.81], param.size(scene) // 3)
+    x = dc.simulate(scene).x
+    off = dc.KeyframeLoss({24: x[24] + [0.01, 0.0, 0.0]})(dc.simulate(scene))
+    assert param.regularizer(one_g, scene)[0] == pytest.approx(off)
 
 
 def test_gradient_matches_finite_differences():
@@ -64,7 +76,7 @@ def test_a_rigidly_moved_pose_is_reached_within_a_centimetre():
     sim = dc.simulate(scene).x
     target = sim[12] + [0.05, 0.03, 0.0]  # the simulated pose, moved 5.8 cm by hand
     loss = dc.KeyframeLoss({12: target})
-    result = dc.optimize(scene, loss, [dc.KeyedForces(every=0.125, magnitude=1e-3, smoothness=1e-6)], max_iter=200)
+    result = dc.optimize(scene, loss, [dc.KeyedForces(every=0.125, magnitude=3e-5, smoothness=3e-8)], max_iter=200)
     reached = dc.simulate(result.scene).x[12]
     free = np.setdiff1d(np.arange(scene.cloth.n), scene.cloth.pinned)  # pins cannot follow a rigid move
     before = np.linalg.norm(sim[12][free] - target[free], axis=1).mean()
