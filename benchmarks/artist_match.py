@@ -12,11 +12,13 @@ and optimizer overhead, evaluations (simulations) and passes, and the run's cost
 forward-equivalents (its solver time over one plain simulation of the start). --methods compares
 optimize's methods; --magnitude, --smoothness, --every replace the add-on's regularization.
 --poses: "whole" edits the copies as a whole (the issue's keys; the pinned corners move with them,
-which no control force can follow), "pins-kept" the same edits faded out within 0.3 m of the pins,
-as an artist keeps them in place with proportional editing.
+which no control force can follow: the add-on's Move Pins, on by default, lets the control move
+those pins too), "pins-kept" the same edits faded out within 0.3 m of the pins, as an artist keeps
+them in place with proportional editing. --fixed-pins turns Move Pins off.
 
     .envs/py313-bpy5.2/bin/python benchmarks/artist_match.py [--sizes 32 64] [--max-iter 100] [--no-addon]
         [--methods auto l-bfgs-b] [--magnitude 1e-6] [--smoothness 1e-4] [--every 0.25] [--poses whole pins-kept]
+        [--fixed-pins]
 """
 
 import argparse
@@ -74,14 +76,14 @@ def scene(side):
                     colliders=[dc.Sphere((0.0, -0.35, -0.55), 0.25), dc.Plane((0, 0, -1.0), (0, 0, 1))])
 
 
-def default_controls():
-    """What the add-on's Control Forces option builds from its defaults."""
+def default_settings():
+    """The add-on's Control Forces defaults: key spacing, the two costs' weights, Move Pins."""
     import bpy
     ext.register()
     try:
         s = bpy.context.scene.diffcloth
-        return dc.KeyedForces(s.force_key_spacing, dc.weight_for_distance(s.force_strength),
-                              dc.weight_for_distance(s.force_change))
+        return dict(every=s.force_key_spacing, magnitude=dc.weight_for_distance(s.force_strength),
+                    smoothness=dc.weight_for_distance(s.force_change), move_pins=s.force_move_pins)
     finally:
         ext.unregister()
 
@@ -92,11 +94,13 @@ def core_case(side, max_iter, controls, method, pose):
     x = dc.simulate(sc).x
     forward = time.perf_counter() - t0
     loss = dc.KeyframeLoss({f: edit(x[f]) for f, edit in edits(sc.cloth.pinned, pose).items()})
+    keyed = dict(controls, move_pins=dc.posed_pins(sc, loss) if controls["move_pins"] else False)
     t0 = time.perf_counter()
-    result = dc.optimize(sc, loss, [controls], max_iter=max_iter, method=method)
+    result = dc.optimize(sc, loss, [dc.KeyedForces(**keyed)], max_iter=max_iter, method=method)
     wall = time.perf_counter() - t0
     traj = dc.simulate(result.scene)
-    out = report(f"{side}x{side} core {result.method}, {pose} poses", side, loss.distances(traj.x), len(result.history),
+    name = f"{side}x{side} core {result.method}, {pose} poses{'' if controls['move_pins'] else ', fixed pins'}"
+    out = report(name, side, loss.distances(traj.x), len(result.history),
                  result.reason, result.scene.max_control_acceleration(), wall)
     (sims, forward_s), (adjoints, adjoint_s), (tangents, tangent_s) = (result.passes[k] for k in
                                                                          ("forward", "adjoint", "tangent"))
@@ -118,7 +122,7 @@ def report(name, side, distances, iterations, reason, max_accel, wall):
     return out
 
 
-def addon_case(side, max_iter, pose):
+def addon_case(side, max_iter, pose, move_pins):
     """The add-on's Optimize on targets made with New Target from Cloth, then edited by hand."""
     import bpy
     ext.register()
@@ -150,13 +154,14 @@ def addon_case(side, max_iter, pose):
             target.data.update()
         s.frame_set(1)
         s.diffcloth.opt_tension, s.diffcloth.opt_forces, s.diffcloth.max_iterations = False, True, max_iter
+        s.diffcloth.force_move_pins = move_pins
         bpy.context.view_layer.objects.active = cloth
         t0 = time.perf_counter()
         assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
         wall = time.perf_counter() - t0
         stored = cloth["diffcloth_result"]
         distances = {int(f): (v[2], v[3]) for f, v in stored["keyframes"].items()}
-        return report(f"{side}x{side} add-on, {pose} poses", side, distances, stored["iterations"], stored["reason"],
+        return report(f"{side}x{side} add-on, {pose} poses{'' if move_pins else ', fixed pins'}", side, distances, stored["iterations"], stored["reason"],
                       stored["max_control_acceleration"], wall)
     finally:
         ext.unregister()
@@ -172,18 +177,20 @@ def main():
     ap.add_argument("--smoothness", type=float)
     ap.add_argument("--every", type=float)
     ap.add_argument("--poses", nargs="+", default=["whole", "pins-kept"], choices=("whole", "pins-kept"))
+    ap.add_argument("--fixed-pins", action="store_true", help="Move Pins off: the pins stay where the cloth holds them")
     args = ap.parse_args()
-    controls = default_controls()
-    controls = dc.KeyedForces(args.every or controls.every,
-                              controls.magnitude if args.magnitude is None else args.magnitude,
-                              controls.smoothness if args.smoothness is None else args.smoothness)
-    print(json.dumps(dict(every=controls.every, magnitude=controls.magnitude, smoothness=controls.smoothness)))
+    controls = default_settings()
+    for key in ("every", "magnitude", "smoothness"):
+        if getattr(args, key) is not None:
+            controls[key] = getattr(args, key)
+    controls["move_pins"] = controls["move_pins"] and not args.fixed_pins
+    print(json.dumps(controls))
     for pose in args.poses:
         for side in args.sizes:
             for method in args.methods:
                 print(json.dumps(core_case(side, args.max_iter, controls, method, pose)), flush=True)
         if not args.no_addon:
-            print(json.dumps(addon_case(20, args.max_iter, pose)), flush=True)
+            print(json.dumps(addon_case(20, args.max_iter, pose, controls["move_pins"])), flush=True)
 
 
 if __name__ == "__main__":

@@ -15,10 +15,11 @@ from .losses import KeyframeLoss
 __all__ += ["Gradient", "KeyframeLoss", "value_and_grad"]
 from .optimize import OptimizeResult, optimize
 from .params import (PARAM_NAMES, ControlForces, GlobalStiffness, InitialRotation, InitialVelocity, KeyedForces,
-                     Param, SpringStiffness, Wind, make_param, weight_for_distance)
+                     Param, SpringStiffness, Wind, make_param, pins_off_targets, posed_pins, weight_for_distance)
 
 __all__ += ["ControlForces", "GlobalStiffness", "InitialRotation", "InitialVelocity", "KeyedForces", "OptimizeResult",
-            "PARAM_NAMES", "Param", "SpringStiffness", "Wind", "make_param", "optimize", "weight_for_distance"]
+            "PARAM_NAMES", "Param", "SpringStiffness", "Wind", "make_param", "optimize", "pins_off_targets", "posed_pins",
+            "weight_for_distance"]
 from .gradcheck import check_gradient
 
 __all__ += ["check_gradient"]

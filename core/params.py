@@ -280,15 +280,46 @@ class KeyedForces(Acceleration):
     The regularizers integrate over time and add up over the vertices, magnitude·Σᵢ∫‖aᵢ‖²dt and
     smoothness·Σᵢ∫‖ȧᵢ‖²dt, like the keyframe loss's Σ over vertices, so their weights mean the
     same at any frame rate, key spacing and mesh resolution: magnitude = (d/g)²/s makes a vertex
-    pushed at 1 g for a second cost as much as being d off a key (weight_for_distance)."""
+    pushed at 1 g for a second cost as much as being d off a key (weight_for_distance).
+
+    No force moves a pinned vertex, so a key that poses the pins elsewhere (a copy turned or moved
+    as a whole) is out of reach of forces alone. move_pins (True for every pinned vertex, or the
+    vertex indices of some) lets the control move those pins as the hand holding them would: a
+    pin's acceleration key is double-integrated (from rest, step by step as the cloth's implicit
+    Euler) into an offset added to its path, so pins and cloth take the same smooth, regularized
+    accelerations, and max_control_acceleration counts the pins' (kept in the forces, where no
+    force acts on a pin)."""
 
     name = "keyed_forces"
 
-    def __init__(self, every=0.25, magnitude=0.0, smoothness=0.0, bounds=None):
+    def __init__(self, every=0.25, magnitude=0.0, smoothness=0.0, bounds=None, move_pins=False):
         super().__init__(magnitude, smoothness, bounds)
         if not (np.isfinite(every) and every > 0):
             raise ValueError(f"{self.name}: the key spacing must be positive seconds, got {every}")
         self.every = float(every)
+        self.move_pins = move_pins
+        if move_pins is not False:
+            self.overwrites = ("pin_path",)
+
+    def moving(self, scene):
+        """Positions in cloth.pinned of the pins the control moves (may be empty)."""
+        pinned = scene.cloth.pinned
+        if self.move_pins is True:
+            return np.arange(len(pinned))
+        if self.move_pins is False:
+            return np.zeros(0, np.int64)
+        want = np.unique(np.asarray(self.move_pins, dtype=np.int64).ravel())
+        stray = np.setdiff1d(want, pinned)
+        if len(stray):
+            raise ValueError(f"{self.name}: move_pins names vertices that are not pinned: {stray[:5].tolist()}")
+        return np.flatnonzero(np.isin(pinned, want))
+
+    @staticmethod
+    def _integration(scene):
+        """(frames+1, frames) D with offset_f = Σ_j D_fj·a_j: from rest, p_{f+1} − 2p_f + p_{f−1}
+        = dt²·a_f, i.e. D_fj = dt²·(f − j) for j < f."""
+        f = np.arange(scene.steps + 1)[:, None] - np.arange(scene.steps)[None, :]
+        return scene.dt ** 2 * np.maximum(f, 0).astype(np.float64)
 
     def key_times(self, scene):
         duration = scene.steps * scene.dt
@@ -314,14 +345,39 @@ class KeyedForces(Acceleration):
         return theta.reshape(-1, scene.cloth.n, 3)
 
     def initial(self, scene):
+        self.moving(scene)  # names stray move_pins before any run
         return np.zeros(len(self.key_times(scene)) * scene.cloth.n * 3)
+
+    def _pin_offsets(self, accel, scene, moving):
+        """(frames+1, len(moving), 3) offsets of the moving pins' paths from their accelerations."""
+        return np.einsum("fj,jpi->fpi", self._integration(scene), accel[:, scene.cloth.pinned[moving]])
 
     def apply(self, theta, design, scene):
         accel = np.einsum("fk,kni->fni", self.weights(scene), self._shape(theta, scene))
         design["forces"] = design["forces"] + scene.cloth.masses[:, None] * accel
+        moving = self.moving(scene)
+        if len(moving):
+            if design.get("pin_path") is None:  # the pins sit at the scene's x0 (not a rotated one)
+                design["pin_path"] = np.repeat(scene.x0[None, scene.cloth.pinned], scene.steps + 1, axis=0)
+            else:
+                design["pin_path"] = design["pin_path"].copy()
+            design["pin_path"][:, moving] += self._pin_offsets(accel, scene, moving)
 
     def pullback(self, theta, grad, design, scene):
-        return np.einsum("fk,fni->kni", self.weights(scene), grad.forces * scene.cloth.masses[:, None]).ravel()
+        per_frame = grad.forces * scene.cloth.masses[:, None]
+        moving = self.moving(scene)
+        if len(moving):
+            per_frame[:, scene.cloth.pinned[moving]] += np.einsum(
+                "fj,fpi->jpi", self._integration(scene), grad.pin_path[:, moving])
+        return np.einsum("fk,fni->kni", self.weights(scene), per_frame).ravel()
+
+    def jvp(self, theta, dtheta, design, tangent, scene):
+        accel = np.einsum("fk,kni->fni", self.weights(scene), self._shape(dtheta, scene))
+        tangent["forces"] = tangent["forces"] + scene.cloth.masses[:, None] * accel
+        moving = self.moving(scene)
+        if len(moving):
+            tangent["pin_path"] = tangent["pin_path"].copy()
+            tangent["pin_path"][:, moving] += self._pin_offsets(accel, scene, moving)
 
     def regularizer(self, theta, scene):
         a = self._shape(theta, scene)
@@ -339,6 +395,23 @@ class KeyedForces(Acceleration):
 
     def describe(self, theta):
         return {"control_acceleration_keys": theta.reshape(-1, 3).copy()}
+
+
+def pins_off_targets(scene, loss):
+    """{frame: (n_pinned,) distances} of each position target's pinned vertices from where the
+    scene holds the pins at that frame: a copy moved or turned as a whole poses them elsewhere."""
+    pinned = scene.cloth.pinned
+    return {f: np.linalg.norm(target[pinned] - scene.pins_at(f * scene.substeps), axis=1)
+            for f, target in sorted(loss.targets.items())}
+
+
+def posed_pins(scene, loss, slack=1e-3):
+    """The pinned vertices some target poses more than `slack` (m) from their pins: what
+    KeyedForces(move_pins=...) must move for those keys to be reachable."""
+    off = pins_off_targets(scene, loss)
+    if not off or not len(scene.cloth.pinned):
+        return np.zeros(0, np.int64)
+    return scene.cloth.pinned[np.max(list(off.values()), axis=0) > slack]
 
 
 def weight_for_distance(distance, g=9.81):
@@ -399,7 +472,8 @@ class Design:
     def fields(self, theta):
         sc = self.base
         design = {"k_tension": sc.cloth.k_tension, "k_bending": sc.cloth.k_bending, "x0": sc.x0.copy(),
-                  "v0": sc.v0, "forces": np.zeros((sc.steps, sc.cloth.n, 3)) if sc.forces is None else sc.forces}
+                  "v0": sc.v0, "forces": np.zeros((sc.steps, sc.cloth.n, 3)) if sc.forces is None else sc.forces,
+                  "pin_path": sc.pin_path}
         for p, sl in zip(self.params, self.slices):
             p.apply(theta[sl], design, sc)
         return design
@@ -408,7 +482,7 @@ class Design:
         d = self.fields(theta) if design is None else design
         cloth = self.base.cloth.replace(k_tension=d["k_tension"], k_bending=d["k_bending"])
         forces = None if self.base.forces is None and not np.any(d["forces"]) else d["forces"]
-        return self.base.replace(cloth=cloth, x0=d["x0"], v0=d["v0"], forces=forces)
+        return self.base.replace(cloth=cloth, x0=d["x0"], v0=d["v0"], forces=forces, pin_path=d["pin_path"])
 
     def pullback(self, theta, grad, design):
         return np.concatenate([p.pullback(theta[sl], grad, design, self.base)
@@ -429,7 +503,7 @@ class Design:
     def jvp(self, theta, dtheta, design):
         """The design direction (fields as in `fields`, all present) of the θ-direction dtheta at
         θ, whose fields are `design`."""
-        tangent = {k: np.zeros(np.shape(v)) for k, v in design.items()}
+        tangent = {k: np.zeros(np.shape(v)) for k, v in design.items() if v is not None}
         for p, sl in zip(self.params, self.slices):
             p.jvp(theta[sl], dtheta[sl], design, tangent, self.base)
         return tangent

@@ -199,16 +199,21 @@ def _constant(poses):
     return poses[0] if np.allclose(poses, poses[0]) else poses
 
 
-def pinned_off_target(target, frame, cloth, offsets):
-    """A warning if a target poses pinned vertices away from where the pin group holds them at
-    its frame (a copy moved or turned as a whole): they stay pinned, and the cloth near them can
-    only stretch toward the pose, so that key cannot be reached there. None if it does not."""
-    off = float(np.linalg.norm(offsets, axis=1).max()) if len(offsets) else 0.0
-    if off <= PIN_SLACK:
-        return None
-    return (f"target '{target}' at frame {frame} moves pinned vertices of '{cloth}' by up to {off * 100:.1f} cm: "
-            "pins follow the cloth object, so they and the cloth around them cannot reach that pose "
-            "(leave the pinned vertices in place, animate the cloth object, or unpin them)")
+def pin_warnings(settings, scene, loss, cloth, target_names, start):
+    """A warning per target that poses pinned vertices away from where the pin group holds them
+    at its frame (a copy moved or turned as a whole), unless the control forces move those pins
+    (Move Pins): else they stay pinned, and the cloth near them can only stretch toward the pose."""
+    if loss is None or (settings.opt_forces and settings.force_basis == "KEYS" and settings.force_move_pins):
+        return []
+    out = []
+    for f, off in dc.pins_off_targets(scene, loss).items():
+        worst = float(off.max()) if len(off) else 0.0
+        if worst > PIN_SLACK:
+            out.append(f"target '{target_names[f]}' at frame {f + start} moves pinned vertices of '{cloth}' by up to "
+                       f"{worst * 100:.1f} cm: pins follow the cloth object, so they and the cloth around them cannot "
+                       "reach that pose (use Control Forces with Move Pins, leave the pinned vertices in place, "
+                       "animate the cloth object, or unpin them)")
+    return out
 
 
 def gather(context, cloth_name=None, need_targets=True, use_active=True):
@@ -292,8 +297,6 @@ def gather(context, cloth_name=None, need_targets=True, use_active=True):
         else:
             built.append(dc.Plane(_constant(np.array([p[0] for p in pose])),
                                   _constant(np.array([p[1] for p in pose]))))
-    warnings = [pinned_off_target(name, f, cloth_obj.name, tv[pins] - pin_path[f - start])
-                for f, (name, tv) in sorted(target_pos.items()) if len(pins)]
     pin_path = _constant(np.array(pin_path)) if len(pins) else None
     if pin_path is not None and pin_path.ndim == 2:
         pin_path = None  # static pins stay where the mesh has them
@@ -312,8 +315,11 @@ def gather(context, cloth_name=None, need_targets=True, use_active=True):
         loss = dc.KeyframeLoss({f - start: pos for f, (_, pos) in target_pos.items()},
                                weights={f - start: by_name[name].diffcloth.weight for f, (name, _) in target_pos.items()},
                                vertex_weights=vertex_weights or None)
+    names = {f - start: name for f, (name, _) in target_pos.items()}
     return Setup(cloth_obj=cloth_obj, scene=core_scene, loss=loss, start=start, end=end,
-                 matrices=np.array(matrices), warnings=[w for w in warnings if w],
+                 matrices=np.array(matrices),
+                 warnings=pin_warnings(settings, core_scene, loss, cloth_obj.name, names, start),
+                 posed_pins=dc.posed_pins(core_scene, loss, PIN_SLACK) if loss else np.zeros(0, np.int64),
                  target_frames={n: fr for n, fr in target_frames.items()})
 
 
@@ -331,7 +337,8 @@ def params_from_settings(settings, setup):
     strength, change = (dc.weight_for_distance(d) for d in (settings.force_strength, settings.force_change))
     dt = setup.scene.dt
     if settings.opt_forces and settings.force_basis == "KEYS":
-        keyed = dc.KeyedForces(settings.force_key_spacing, strength, change)
+        keyed = dc.KeyedForces(settings.force_key_spacing, strength, change,
+                               move_pins=setup.posed_pins if settings.force_move_pins else False)
         try:
             keyed.size(setup.scene)
         except ValueError as err:
@@ -373,7 +380,17 @@ def apply_stored_result(setup):
     forces = stored_array(stored, "forces", steps * n * 3)
     if forces is not None:
         changes["forces"] = forces.reshape(steps, n, 3)
+    offset = stored_array(stored, "pin_offset", (steps + 1) * len(cloth.pinned) * 3)
+    if offset is not None:
+        changes["pin_path"] = pin_base(sc) + offset.reshape(steps + 1, -1, 3)
     return sc.replace(**changes) if changes else sc
+
+
+def pin_base(scene):
+    """(frames+1, n_pinned, 3): where the cloth object holds the pins at every frame."""
+    if scene.pin_path is not None:
+        return scene.pin_path
+    return np.repeat(scene.x0[None, scene.cloth.pinned], scene.steps + 1, axis=0)
 
 
 def store_result(setup, result):
@@ -385,6 +402,10 @@ def store_result(setup, result):
               "initial_loss": float(result.initial_loss), "iterations": len(result.history), "reason": result.reason}
     if sc.forces is not None:
         stored["forces"] = sc.forces.ravel()
+    if sc.pin_path is not None:  # moved pins, as offsets from the cloth object's own path
+        offset = sc.pin_path - pin_base(setup.scene)
+        if np.any(offset):
+            stored["pin_offset"] = offset.ravel()
     # per keyframe (scene frame): mean and largest distance (m) before, then after
     stored["keyframes"] = {str(f + setup.start): list(d) for f, d in result.keyframes.items()}
     stored["max_control_acceleration"] = sc.max_control_acceleration()

@@ -79,6 +79,10 @@ class DiffClothSceneSettings(bpy.types.PropertyGroup):
         default="KEYS")
     force_key_spacing: FloatProperty(name="Force Key Spacing", description="Time between control-force keys",
                                      default=0.25, min=1e-3, soft_max=2.0, unit="TIME_ABSOLUTE")
+    force_move_pins: BoolProperty(name="Move Pins", description="When a target poses pinned vertices away from "
+                                  "their pins (a copy moved or turned as a whole), the control forces move those pins "
+                                  "there too, smoothly, as a hand holding them would; pins no target moves stay put",
+                                  default=True)
     force_strength: FloatProperty(name="Force Strength Cost", description="How much strong control forces cost: "
                                   "pushing a vertex at 1 g for a second costs as much as being this far off a key. "
                                   "Higher keeps the motion closer to plain physics (the same at any mesh resolution)",

@@ -193,6 +193,7 @@ class DIFFCLOTH_PT_optimize(_Sidebar):
             layout.prop(settings, "force_basis")
             if settings.force_basis == "KEYS":
                 layout.prop(settings, "force_key_spacing")
+                layout.prop(settings, "force_move_pins")
         if settings.opt_forces or settings.opt_wind:
             layout.prop(settings, "force_strength")
             layout.prop(settings, "force_change")

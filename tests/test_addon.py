@@ -238,8 +238,41 @@ def test_a_target_that_moves_the_pins_is_reported(posed, blank):
     setup, _ = operators().prepare(blank, "optimize")
     assert setup.warnings == [f"target '{target.name}' at frame 11 moves pinned vertices of 'Cloth' by up to 5.0 cm: "
                               "pins follow the cloth object, so they and the cloth around them cannot reach that pose "
-                              "(leave the pinned vertices in place, animate the cloth object, or unpin them)"]
+                              "(use Control Forces with Move Pins, leave the pinned vertices in place, animate the "
+                              "cloth object, or unpin them)"]
     assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
+
+
+def test_move_pins_reaches_a_copy_moved_as_a_whole(posed, blank):
+    """With Control Forces and Move Pins (the default) a target moved as a whole, pins included,
+    is no longer warned about: the pins move there, the baked cloth reaches the pose, and Simulate
+    & Bake reproduces it from the stored result."""
+    cloth, target = posed
+    settings = blank.scene.diffcloth
+    settings.opt_tension, settings.opt_forces, settings.max_iterations = False, True, 15
+    assert settings.force_move_pins
+    cloth.diffcloth.tension = 10.0  # the tension the target was simulated with: only the move is left
+    co = np.array([v.co for v in target.data.vertices])
+    target.data.vertices.foreach_set("co", (co + [0.04, 0.0, 0.03]).ravel())
+    target.data.update()
+    setup, _ = operators().prepare(blank, "optimize")
+    assert setup.warnings == []
+    pins = np.flatnonzero([any(g.group == cloth.vertex_groups["pin"].index for g in v.groups)
+                           for v in cloth.data.vertices])
+    assert sorted(setup.posed_pins) == sorted(pins)
+    assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
+    stored = cloth["diffcloth_result"]
+    mean_before, _, mean_after, largest_after = stored["keyframes"]["11"]
+    assert mean_before > 0.045 and mean_after < 0.005 and largest_after < 0.01, (mean_before, mean_after, largest_after)
+    assert len(stored["pin_offset"]) == 11 * len(pins) * 3
+    blank.scene.frame_set(11)
+    baked = evaluated(cloth)
+    assert np.abs(baked[pins] - evaluated(target)[pins]).max() < 0.01  # the pins went with the pose
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    blank.scene.frame_set(11)
+    assert np.allclose(evaluated(cloth), baked, atol=1e-5)
+    settings.force_move_pins = False  # the artist's choice: pins stay, and the warning says so
+    assert "Move Pins" in operators().prepare(blank, "optimize")[0].warnings[0]
 
 
 def test_optimize_end_to_end(posed, blank):

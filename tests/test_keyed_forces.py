@@ -101,3 +101,86 @@ def test_targets_at_the_start_only_leave_nothing_to_control():
     loss = dc.KeyframeLoss({0: scene.x0 + 0.01})
     with pytest.raises(ValueError, match="all at frame 0, before any control force acts"):
         dc.optimize(scene, loss, [dc.KeyedForces()])
+
+
+def moving_pin_scene(path):
+    """The artist scene with a sphere in reach; its pins sit at x0 or follow a path of their own."""
+    scene = artist_scene(frames=10)
+    pins = scene.cloth.pinned
+    pin_path = None
+    if path:
+        drift = np.linspace(0.0, 0.1, scene.steps + 1)[:, None, None] * [1.0, 0.0, 0.0]
+        pin_path = scene.x0[pins][None] + drift
+    return scene.replace(colliders=[dc.Sphere((0.0, -0.2, -0.3), 0.15)], pin_path=pin_path, tol=1e-12)
+
+
+@pytest.mark.parametrize("path", [False, True])
+@pytest.mark.parametrize("which", ["all", "one"])
+def test_moving_pins_gradient_matches_finite_differences(path, which):
+    scene = moving_pin_scene(path)
+    target = dc.simulate(scene).x
+    loss = dc.KeyframeLoss({10: target[10] + [0.03, 0.0, 0.01], 5: target[5] - 0.01})
+    pins = scene.cloth.pinned
+    param = dc.KeyedForces(every=0.1, magnitude=1e-3, smoothness=1e-3,
+                           move_pins=True if which == "all" else pins[:1])
+    n = scene.cloth.n
+    pin = 3 * pins[0]  # the first pin's entries at the first and second key
+    for c in dc.check_gradient(scene, loss, [param], eps=1e-4, components=(0, 40, pin, pin + 2, 3 * n + pin + 1),
+                               directions=2):
+        assert c["rel_error"] < 1e-6, c
+
+
+def test_moving_pins_tangent_is_the_derivative_of_the_design():
+    scene = moving_pin_scene(path=True)
+    param = dc.KeyedForces(every=0.1, move_pins=True)
+    design = dc.params.Design(scene, [param])
+    rng = np.random.default_rng(3)
+    theta, dtheta = rng.normal(size=(2, len(design.theta0)))
+    fields = design.fields(theta)
+    tangent = design.jvp(theta, dtheta, fields)
+    eps = 1e-6
+    plus, minus = design.fields(theta + eps * dtheta), design.fields(theta - eps * dtheta)
+    for key in ("forces", "pin_path"):
+        assert np.allclose(tangent[key], (plus[key] - minus[key]) / (2 * eps), atol=1e-8), key
+
+
+def test_pins_take_the_key_accelerations_from_rest_and_are_reported():
+    scene = artist_scene(frames=12)
+    param = dc.KeyedForces(every=0.125, move_pins=True)
+    pins = scene.cloth.pinned
+    theta = np.zeros(param.size(scene)).reshape(-1, scene.cloth.n, 3)
+    theta[:, pins[0]] = [2.0, 0.0, 0.0]  # the first pin pulled at a steady 2 m/s² along x
+    moved = dc.params.Design(scene, [param]).scene(theta.ravel())
+    path = moved.pin_path[:, 0] - scene.x0[pins[0]]
+    t = np.arange(scene.steps + 1) * scene.dt
+    assert np.allclose(path[:, 0], 2.0 * t * (t + scene.dt) / 2)  # x_f = a·dt²·f(f+1)/2, from rest
+    assert np.allclose(moved.pin_path[:, 1], scene.x0[pins[1]])  # the other pin stays
+    assert np.allclose(np.diff(moved.pin_path[:, 0, 0], 2) / scene.dt ** 2, 2.0)
+    assert moved.max_control_acceleration() == pytest.approx(2.0)
+    traj = dc.simulate(moved)
+    assert np.allclose(traj.x[:, pins[0]], moved.pin_path[:, 0])
+
+
+def test_a_pose_moved_as_a_whole_is_reached_when_the_pins_may_follow():
+    """A copy moved 5.8 cm as a whole, pins included: forces alone leave the cloth near the pins
+    behind; moving the pins the target poses elsewhere reaches it everywhere, gently."""
+    scene = artist_scene(side=6, frames=12)
+    sim = dc.simulate(scene).x
+    target = sim[12] + [0.05, 0.03, 0.0]
+    loss = dc.KeyframeLoss({12: target})
+    assert set(dc.posed_pins(scene, loss)) == set(scene.cloth.pinned)
+    assert len(dc.posed_pins(scene, dc.KeyframeLoss({12: sim[12]}))) == 0
+    weights = dict(every=0.125, magnitude=dc.weight_for_distance(5e-4), smoothness=dc.weight_for_distance(5e-3))
+    result = dc.optimize(scene, loss, [dc.KeyedForces(**weights, move_pins=dc.posed_pins(scene, loss))], max_iter=30)
+    mean, largest = loss.distances(dc.simulate(result.scene).x)[12]
+    assert mean <= 0.005 and largest <= 0.01, (mean, largest, result.reason)
+    assert result.scene.max_control_acceleration() < 2 * 9.81
+    stuck = dc.optimize(scene, loss, [dc.KeyedForces(**weights)], max_iter=30)
+    assert loss.distances(dc.simulate(stuck.scene).x)[12][1] > 0.04  # the pins' 5.8 cm stay
+
+
+def test_moving_a_vertex_that_is_not_pinned_is_refused():
+    scene = artist_scene()
+    free = np.setdiff1d(np.arange(scene.cloth.n), scene.cloth.pinned)[:1]
+    with pytest.raises(ValueError, match="move_pins names vertices that are not pinned"):
+        dc.KeyedForces(move_pins=free).size(scene)
