@@ -217,8 +217,11 @@ class Stepper:
             mu *= 4
         return False
 
-    def step(self, x, v, s):
-        """Positions after integrator step s → s+1 and (iterations, residual, converged)."""
+    def step(self, x, v, s, guess=None):
+        """Positions after integrator step s → s+1 and (iterations, residual, converged).
+        guess: positions to start Newton from instead of the inertial prediction x + h·v, where
+        E is lower there: near a solution of a neighbouring design, Newton converges to the same
+        branch where the step has several (cloth buckling one way or the other)."""
         md, sc = self.model, self.model.scene
         h, k = md.h, md.springs.k
         u = sc.force_at(s)
@@ -226,6 +229,12 @@ class Stepper:
         y = xhat.copy()
         y[md.pinned] = sc.pins_at(s + 1)
         pt = md.point(y, x, xhat, u, s)
+        if guess is not None:
+            y = guess.copy()
+            y[md.pinned] = sc.pins_at(s + 1)
+            other = md.point(y, x, xhat, u, s)
+            if other.energy < pt.energy:
+                pt = other
         tension = k * pt.stretch if self.tension is None else self.tension
         to_pos = h * h / md.mf[:, None]
         self.blend, self.skip_full = 0, 0

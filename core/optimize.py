@@ -27,7 +27,12 @@ class OptimizeResult:
     each one tangent and one adjoint pass) and damping (λ)); reason: why it stopped
     ("converged", "max_iter", "stopped", or the method's message); method: the one that ran;
     params: the optimized quantities by name (see Param.describe); evaluations: simulations run;
-    passes: {"forward" | "adjoint" | "tangent": (count, seconds)} over the whole run."""
+    passes: {"forward" | "adjoint" | "tangent": (count, seconds)} over the whole run;
+    initial_distances: the start's distances to the keys (as in history), for a loss that
+    measures them; trajectory: the best design's motion as the optimizer simulated it. Gauss–Newton follows one
+    branch of the solutions of buckling steps (core.gauss_newton), so it is reproduced by
+    simulate(scene, guess=trajectory.step_x); from scratch, simulate(scene) may fold the other
+    way where the cloth buckles."""
 
     def __init__(self, **fields):
         self.__dict__.update(fields)
@@ -42,17 +47,16 @@ class _Stop(Exception):
 
 
 class Objective:
-    """f(θ) → (value, gradient) of keyframe loss + regularizers, for any θ of `design`; f.x holds
-    the frames' positions of the last θ evaluated."""
+    """f(θ) → (value, gradient) of keyframe loss + regularizers, for any θ of `design`; f.traj
+    holds the trajectory of the last θ evaluated."""
 
     def __init__(self, design, loss):
-        self.design, self.loss, self.x = design, loss, None
+        self.design, self.loss, self.traj = design, loss, None
 
-    def __call__(self, theta):
+    def __call__(self, theta, guess=None):
         fields = self.design.fields(theta)
         scene = self.design.scene(theta, fields)
-        traj = simulate(scene)
-        self.x = traj.x
+        self.traj = traj = simulate(scene, guess=guess)
         value, grad = value_and_grad(scene, self.loss, traj)
         reg, reg_grad = self.design.regularizer(theta)
         return value + reg, self.design.pullback(theta, grad, fields) + reg_grad
@@ -66,22 +70,23 @@ class _Run:
     PASSES = (("forward", "evaluations", "forward_s"), ("adjoint", "adjoints", "adjoint_s"),
               ("tangent", "tangents", "tangent_s"))
 
-    def __init__(self, design, loss, callback, clock, initial_loss, initial_x):
+    def __init__(self, design, loss, callback, clock, initial_loss, initial_traj):
         self.design, self.callback, self.clock = design, callback, clock
         self.start = time.perf_counter()
         self.initial_loss = self.loss = initial_loss
         self.theta = design.theta0.copy()
+        self.traj = initial_traj
         self.measure = getattr(loss, "distances", None)
-        self.distances = self.measure(initial_x) if self.measure else None
+        self.distances = self.initial_distances = self.measure(initial_traj.x) if self.measure else None
         self.history = []
         self._seen = clock.snapshot()
 
-    def improved(self, theta, value, x):
-        """Keep θ (whose frames' positions are x) if it is the best so far."""
+    def improved(self, theta, value, traj):
+        """Keep θ (simulated as traj) if it is the best so far."""
         if value < self.loss:
-            self.loss, self.theta = value, theta.copy()
+            self.loss, self.theta, self.traj = value, theta.copy(), traj
             if self.measure:
-                self.distances = self.measure(x)
+                self.distances = self.measure(traj.x)
 
     def record(self, grad_norm, **extra):
         counts, seconds = self.clock.snapshot()
@@ -105,7 +110,8 @@ class _Run:
         return OptimizeResult(scene=self.design.scene(self.theta), theta=self.theta, loss=self.loss,
                               initial_loss=self.initial_loss, history=self.history, reason=reason, method=method,
                               params=self.design.describe(self.theta), evaluations=passes["forward"][0],
-                              passes=passes, elapsed=time.perf_counter() - self.start)
+                              passes=passes, elapsed=time.perf_counter() - self.start, trajectory=self.traj,
+                              initial_distances=self.initial_distances)
 
 
 def choose_method(method, loss, design):
@@ -128,7 +134,8 @@ def choose_method(method, loss, design):
 
 
 @one_blas_thread
-def optimize(scene, loss, params, max_iter=100, callback=None, gtol=1e-10, ftol=1e-14, method="auto", rtol=1e-3):
+def optimize(scene, loss, params, max_iter=100, callback=None, gtol=1e-10, ftol=1e-14, method="auto", rtol=1e-3,
+             guess=None):
     """Minimize loss over `params` (parameterizations or names, see params.PARAM_NAMES).
 
     method: "gauss-newton" (core.gauss_newton: Levenberg–Marquardt on a sum-of-squares loss such
@@ -140,6 +147,8 @@ def optimize(scene, loss, params, max_iter=100, callback=None, gtol=1e-10, ftol=
     large loss, so the line search backs off); the best design seen is always what is returned.
     Stopping: L-BFGS-B on gtol (largest gradient entry) and ftol (scipy's relative decrease);
     Gauss–Newton on gtol and on an iteration that lowers the loss by less than rtol of it.
+    guess: step positions to start the first simulation's steps from, as simulate's (e.g. a
+    previous result's trajectory.step_x, to continue on its branch where the cloth buckles).
     """
     loss.check(scene.cloth.n, scene.steps)
     design = Design(scene, params)
@@ -149,12 +158,12 @@ def optimize(scene, loss, params, max_iter=100, callback=None, gtol=1e-10, ftol=
     with Clock() as clock:
         if method == "gauss-newton":
             # a start that does not simulate raises SimulationError here
-            point = gauss_newton.Linearized(design, loss, design.theta0)
-            run = _Run(design, loss, callback, clock, point.value, point.traj.x)
+            point = gauss_newton.Linearized(design, loss, design.theta0, guess)
+            run = _Run(design, loss, callback, clock, point.value, point.traj)
         else:
             f = Objective(design, loss)
-            initial_loss, grad0 = f(design.theta0)
-            run = _Run(design, loss, callback, clock, initial_loss, f.x)
+            initial_loss, grad0 = f(design.theta0, guess)
+            run = _Run(design, loss, callback, clock, initial_loss, f.traj)
         if not np.isfinite(run.initial_loss):
             raise SimulationError("the starting design gives a non-finite loss", 0, 0)
         reason = "converged"
@@ -188,7 +197,7 @@ def _lbfgsb(design, f, run, grad0, max_iter, gtol, ftol):
             return 1e3 * run.loss + 1.0, back / max(np.linalg.norm(back), 1e-300)
         if value < run.loss:
             best_grad[0] = grad
-        run.improved(theta, value, f.x)
+        run.improved(theta, value, f.traj)
         last["grad_norm"] = float(np.linalg.norm(grad))
         return value, grad
 

@@ -50,9 +50,16 @@ def _keep(factor, kept):
 
 @timed("forward")
 @one_blas_thread
-def simulate(scene, progress=None):
+def simulate(scene, progress=None, guess=None):
     """Run the scene; raises SimulationError naming the frame if a step diverges.
-    progress(frames_done, frames) is called after every frame."""
+    progress(frames_done, frames) is called after every frame.
+
+    guess: positions at every integrator step (n_steps+1, n, 3), e.g. another trajectory's
+    step_x: each step's Newton starts from the guess's solution of that step moved with the
+    step's start, guess[s+1] + x_s − guess[s], where the step's energy is lower there than at the
+    inertial prediction. Where cloth buckles a step has several solutions, and this follows the
+    guess's: simulate(result.scene, guess=result.trajectory.step_x) reproduces an optimization's
+    motion. Every step is still solved to the scene's tolerance."""
     model = Model(scene)
     stepper = Stepper(model)
     ns, h = scene.n_steps, scene.h
@@ -64,8 +71,10 @@ def simulate(scene, progress=None):
     vs[0, model.pinned] = 0.0
     stats = SolverStats(ns)
     factors, kept = [], {}
+    if guess is not None and np.shape(guess) != xs.shape:
+        raise ValueError(f"guess must have shape {xs.shape} (integrator steps + 1, vertices, 3), got {np.shape(guess)}")
     for s in range(ns):
-        y, it, res, ok = stepper.step(xs[s], vs[s], s)
+        y, it, res, ok = stepper.step(xs[s], vs[s], s, None if guess is None else guess[s + 1] + (xs[s] - guess[s]))
         if not ok and res > 1e3 * model.tol:
             raise stepper._error(s, f"did not converge in {it} iterations (residual {res:.2e} m)")
         xs[s + 1] = y

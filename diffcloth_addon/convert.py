@@ -386,6 +386,14 @@ def apply_stored_result(setup):
     return sc.replace(**changes) if changes else sc
 
 
+def stored_motion(setup, scene):
+    """The last optimized motion's positions at every integrator step, to start the next run's
+    steps from (so that it follows the same branch where the cloth buckles), or None if there is
+    none or it no longer fits the frames, substeps or mesh."""
+    motion = stored_array(setup.cloth_obj.get(RESULT_KEY), "motion", (scene.n_steps + 1) * scene.cloth.n * 3)
+    return None if motion is None else motion.reshape(scene.n_steps + 1, scene.cloth.n, 3)
+
+
 def pin_base(scene):
     """(frames+1, n_pinned, 3): where the cloth object holds the pins at every frame."""
     if scene.pin_path is not None:
@@ -402,6 +410,7 @@ def store_result(setup, result):
               "initial_loss": float(result.initial_loss), "iterations": len(result.history), "reason": result.reason}
     if sc.forces is not None:
         stored["forces"] = sc.forces.ravel()
+    stored["motion"] = result.trajectory.step_x.ravel()  # Simulate follows its branch where the cloth buckles
     if sc.pin_path is not None:  # moved pins, as offsets from the cloth object's own path
         offset = sc.pin_path - pin_base(setup.scene)
         if np.any(offset):

@@ -20,7 +20,8 @@ def prepare(context, kind, cloth_name=None, max_iter=None, use_active=True):
     settings = context.scene.diffcloth
     setup = convert.gather(context, cloth_name, need_targets=kind == "optimize", use_active=use_active)
     setup.kind, setup.cloth_name = kind, setup.cloth_obj.name
-    job = {"kind": kind, "scene": convert.apply_stored_result(setup)}
+    scene = convert.apply_stored_result(setup)
+    job = {"kind": kind, "scene": scene, "guess": convert.stored_motion(setup, scene)}
     if kind == "optimize":
         job.update(loss=setup.loss, params=convert.params_from_settings(settings, setup),
                    max_iter=max_iter or settings.max_iterations)

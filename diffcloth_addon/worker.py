@@ -20,17 +20,21 @@ import types
 
 def run(core, job, report, cancelled):
     """The job's result: the frames' positions (simulate) or core's OptimizeResult with the best
-    design's frames as result.trajectory.x and result.keyframes {frame: (mean, largest distance
-    before, mean, largest after)} in metres (optimize)."""
+    design's motion as result.trajectory (x at frames, step_x at integrator steps) and
+    result.keyframes {frame: (mean, largest distance before, mean, largest after)} in metres
+    (optimize). job["guess"]: step positions of the last optimized motion, to follow its branch
+    where the cloth buckles (None: from scratch)."""
+    guess = job.get("guess")
     if job["kind"] == "simulate":
-        return core.simulate(job["scene"], lambda done, frames: report({"frame": done, "frames": frames})).x
+        return core.simulate(job["scene"], lambda done, frames: report({"frame": done, "frames": frames}), guess).x
     loss = job["loss"]
-    start = loss.distances(core.simulate(job["scene"]).x)
     result = core.optimize(job["scene"], loss, job["params"], max_iter=job["max_iter"],
-                           callback=lambda info: report(info) or cancelled())
-    result.trajectory = types.SimpleNamespace(x=core.simulate(result.scene).x)
+                           callback=lambda info: report(info) or cancelled(), guess=guess)
+    # positions only: the trajectory's factorizations stay in this process
+    result.trajectory = types.SimpleNamespace(x=result.trajectory.x, step_x=result.trajectory.step_x)
     # what the artist reads: per keyframe, the mean and largest distance before and after
-    result.keyframes = {f: start[f] + after for f, after in loss.distances(result.trajectory.x).items()}
+    result.keyframes = {f: result.initial_distances[f] + after
+                        for f, after in loss.distances(result.trajectory.x).items()}
     return result
 
 

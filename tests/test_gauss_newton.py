@@ -79,12 +79,12 @@ def test_gauss_newton_reaches_a_moved_pose_in_a_tenth_of_the_simulations(moved_p
     gn = dc.optimize(scene, loss, keyed(), max_iter=200, method="gauss-newton")
     lbfgs = dc.optimize(scene, loss, keyed(), max_iter=200, method="l-bfgs-b")
     free = np.setdiff1d(np.arange(scene.cloth.n), scene.cloth.pinned)  # pins cannot follow a rigid move
-    reached = dc.simulate(gn.scene).x[12]
+    reached = dc.simulate(gn.scene, guess=gn.trajectory.step_x).x[12]
     assert np.linalg.norm(reached[free] - target[free], axis=1).mean() <= 0.01
     assert gn.loss <= lbfgs.loss * (1 + 1e-3)  # both end at the regularized optimum
     assert 10 * gn.evaluations <= lbfgs.evaluations, (gn.evaluations, lbfgs.evaluations)  # measured 8 and 141
     assert gn.method == "gauss-newton" and gn.reason == "converged"
-    assert loss(dc.simulate(gn.scene)) + Design(scene, keyed()).regularizer(gn.theta)[0] == pytest.approx(gn.loss)
+    assert loss(dc.simulate(gn.scene, guess=gn.trajectory.step_x)) + Design(scene, keyed()).regularizer(gn.theta)[0] == pytest.approx(gn.loss)
     # every iteration tells where its time went; the start's simulation precedes the first
     steps = gn.history
     assert {"evaluations", "adjoints", "tangents", "forward_s", "adjoint_s", "tangent_s", "inner", "damping"} <= set(steps[0])
@@ -106,7 +106,7 @@ def test_gauss_newton_recovers_a_rotation_and_velocity():
     result = dc.optimize(scene, loss, params, method="gauss-newton")
     assert np.allclose(result.theta, theta_true, atol=1e-5), result.theta
     assert result.evaluations <= 12, result.evaluations
-    assert loss(dc.simulate(result.scene)) == pytest.approx(result.loss, rel=1e-9, abs=1e-20)
+    assert loss(dc.simulate(result.scene, guess=result.trajectory.step_x)) == pytest.approx(result.loss, rel=1e-9, abs=1e-20)
 
 
 def test_auto_picks_gauss_newton_for_keyframe_losses_without_bounds(moved_pose):

@@ -77,7 +77,7 @@ def test_a_rigidly_moved_pose_is_reached_within_a_centimetre():
     target = sim[12] + [0.05, 0.03, 0.0]  # the simulated pose, moved 5.8 cm by hand
     loss = dc.KeyframeLoss({12: target})
     result = dc.optimize(scene, loss, [dc.KeyedForces(every=0.125, magnitude=3e-5, smoothness=3e-8)], max_iter=200)
-    reached = dc.simulate(result.scene).x[12]
+    reached = dc.simulate(result.scene, guess=result.trajectory.step_x).x[12]
     free = np.setdiff1d(np.arange(scene.cloth.n), scene.cloth.pinned)  # pins cannot follow a rigid move
     before = np.linalg.norm(sim[12][free] - target[free], axis=1).mean()
     after = np.linalg.norm(reached[free] - target[free], axis=1).mean()
@@ -172,11 +172,11 @@ def test_a_pose_moved_as_a_whole_is_reached_when_the_pins_may_follow():
     assert len(dc.posed_pins(scene, dc.KeyframeLoss({12: sim[12]}))) == 0
     weights = dict(every=0.125, magnitude=dc.weight_for_distance(5e-4), smoothness=dc.weight_for_distance(5e-3))
     result = dc.optimize(scene, loss, [dc.KeyedForces(**weights, move_pins=dc.posed_pins(scene, loss))], max_iter=30)
-    mean, largest = loss.distances(dc.simulate(result.scene).x)[12]
+    mean, largest = loss.distances(dc.simulate(result.scene, guess=result.trajectory.step_x).x)[12]
     assert mean <= 0.005 and largest <= 0.01, (mean, largest, result.reason)
     assert result.scene.max_control_acceleration() < 2 * 9.81
     stuck = dc.optimize(scene, loss, [dc.KeyedForces(**weights)], max_iter=30)
-    assert loss.distances(dc.simulate(stuck.scene).x)[12][1] > 0.04  # the pins' 5.8 cm stay
+    assert loss.distances(dc.simulate(stuck.scene, guess=stuck.trajectory.step_x).x)[12][1] > 0.04  # the pins' 5.8 cm stay
 
 
 def test_moving_a_vertex_that_is_not_pinned_is_refused():

@@ -30,7 +30,7 @@ def test_recovers_global_stiffness(stiffness_problem):
     assert result.history and result.history[-1]["normalized_loss"] == pytest.approx(
         result.loss / result.initial_loss)
     # the returned scene reproduces the returned loss
-    assert loss(dc.simulate(result.scene)) == pytest.approx(result.loss, rel=1e-9, abs=1e-20)
+    assert loss(dc.simulate(result.scene, guess=result.trajectory.step_x)) == pytest.approx(result.loss, rel=1e-9, abs=1e-20)
 
 
 def test_callback_stop_keeps_best(stiffness_problem):
@@ -48,7 +48,7 @@ def test_callback_stop_keeps_best(stiffness_problem):
     assert result.loss < result.initial_loss
     assert {"iteration", "loss", "normalized_loss", "grad_norm", "elapsed", "params", "distances"} <= set(seen[-1])
     # the best design's distances to the keys, as the artist reads them in the progress line
-    best = dc.simulate(result.scene).x
+    best = dc.simulate(result.scene, guess=result.trajectory.step_x).x
     assert seen[-1]["distances"] == loss.distances(best)
 
 
@@ -57,7 +57,7 @@ def test_progress_reports_the_best_designs_distances(stiffness_problem, method):
     scene, loss = stiffness_problem
     seen = []
     result = dc.optimize(scene, loss, ["k_tension"], max_iter=4, method=method, callback=seen.append)
-    assert [info["distances"] for info in seen][-1] == loss.distances(dc.simulate(result.scene).x)
+    assert [info["distances"] for info in seen][-1] == loss.distances(dc.simulate(result.scene, guess=result.trajectory.step_x).x)
     means = [info["distances"][max(loss.targets)][0] for info in seen]
     assert means[-1] < loss.distances(dc.simulate(scene).x)[max(loss.targets)][0]
 
@@ -132,7 +132,7 @@ def test_control_forces_reach_a_pose_stiffness_cannot():
     loss = dc.KeyframeLoss({10: target})
     by_stiffness = dc.optimize(scene, loss, ["stiffness"], max_iter=20)
     result = dc.optimize(scene, loss, [dc.ControlForces(magnitude=1e-8, smoothness=1e-8)], max_iter=60)
-    moved = dc.simulate(result.scene).x[10]
+    moved = dc.simulate(result.scene, guess=result.trajectory.step_x).x[10]
     assert np.linalg.norm(moved - target, axis=1).mean() < 1e-3
     assert result.loss < 1e-3 * by_stiffness.loss
 
@@ -144,11 +144,11 @@ def test_diverging_trials_do_not_lose_the_best(stiffness_problem, monkeypatch):
     real = opt.simulate
     tried = []
 
-    def fragile(scene):
+    def fragile(scene, **kwargs):
         tried.append(scene.cloth.k_tension[0])
         if scene.cloth.k_tension[0] > 9.0:
             raise dc.SimulationError("simulation diverged at frame 3", 3, 3)
-        return real(scene)
+        return real(scene, **kwargs)
 
     monkeypatch.setattr(opt, "simulate", fragile)
     scene, loss = stiffness_problem
@@ -156,7 +156,7 @@ def test_diverging_trials_do_not_lose_the_best(stiffness_problem, monkeypatch):
     assert max(tried) > 9.0  # a trial did diverge
     assert result.loss < result.initial_loss
     assert 4.0 < result.params["k_tension"] <= 9.0
-    assert loss(dc.simulate(result.scene)) == pytest.approx(result.loss)
+    assert loss(dc.simulate(result.scene, guess=result.trajectory.step_x)) == pytest.approx(result.loss)
 
 
 def test_bad_optimizer_input():
