@@ -220,8 +220,9 @@ class Stepper:
     def step(self, x, v, s, guess=None):
         """Positions after integrator step s → s+1 and (iterations, residual, converged).
         guess: positions to start Newton from instead of the inertial prediction x + h·v, where
-        E is lower there: near a solution of a neighbouring design, Newton converges to the same
-        branch where the step has several (cloth buckling one way or the other)."""
+        E is lower there: near a solution of a neighbouring design, Newton (then without its
+        long steps) converges to the same branch where the step has several (cloth buckling one
+        way or the other)."""
         md, sc = self.model, self.model.scene
         h, k = md.h, md.springs.k
         u = sc.force_at(s)
@@ -235,6 +236,9 @@ class Stepper:
             other = md.point(y, x, xhat, u, s)
             if other.energy < pt.energy:
                 pt = other
+        # from a guess, Newton stays near it: the expanding line search and the steps along
+        # negative curvature, there to leave saddles and crawls, would jump to another branch
+        local = guess is not None and pt is other
         tension = k * pt.stretch if self.tension is None else self.tension
         to_pos = h * h / md.mf[:, None]
         self.blend, self.skip_full = 0, 0
@@ -262,7 +266,7 @@ class Stepper:
             if np.abs(d).max() <= ROUNDING_STEP * np.abs(pt.y).max():
                 floor = True
                 break
-            if neg is not None and not shift and res > 0.25 * prev and res < 1e-2 * md.scale:
+            if neg is not None and not shift and not local and res > 0.25 * prev and res < 1e-2 * md.scale:
                 # Newton crawls toward a saddle (symmetric scenes): go down the negative curvature
                 escaped = self._curvature_step(pt, neg.reshape(-1, 3), g, d, x, xhat, u, s)
                 if escaped is not None:
@@ -270,7 +274,7 @@ class Stepper:
                     tension = k * pt.stretch
                     continue
             old = pt
-            pt, alpha = self._line_search(pt, d, g, x, xhat, u, s, fresh, blended)
+            pt, alpha = self._line_search(pt, d, g, x, xhat, u, s, fresh, blended and not local)
             if alpha > 0:
                 # the mixed form's force update: the tension the linearization predicts
                 full = np.zeros_like(y)

@@ -340,3 +340,32 @@ def test_divergence_names_the_frame():
     with pytest.raises(dc.SimulationError, match=r"frame 1 .*substeps") as err:
         dc.simulate(scene)
     assert err.value.frame == 1
+
+
+def test_a_guess_picks_which_solution_a_buckling_step_takes():
+    """A strip squeezed by its pins (no gravity) may stay flat or buckle either way: every step
+    has several solutions. From scratch it stays flat, by symmetry; started from a buckled run's
+    steps it buckles that way, from that run mirrored the other way, every step converged; and
+    a trajectory given as its own guess comes back bit for bit."""
+    verts, tris = dc.grid(9, 3, size=0.4)
+    left = np.flatnonzero(np.isclose(verts[:, 0], -0.2))
+    right = np.flatnonzero(np.isclose(verts[:, 0], 0.2))
+    pins = np.r_[left, right]
+    cloth = dc.Cloth(verts, tris, mass=0.05, k_tension=50.0, k_bending=1e-4, pinned=pins)
+    inward = np.where(np.isin(pins, left), 1.0, -1.0)[None, :, None] * [1.0, 0.0, 0.0]
+    scene = dc.Scene(cloth, steps=10, dt=0.05, gravity=(0, 0, 0),
+                     pin_path=verts[pins][None] + np.linspace(0.0, 0.08, 11)[:, None, None] * inward)
+    middle = np.flatnonzero(np.isclose(verts[:, 0], 0.0))
+    flat = dc.simulate(scene)
+    assert np.abs(flat.x[:, middle, 2]).max() < 1e-9
+    kick = np.zeros_like(verts)
+    kick[:, 2] = 0.05 * np.cos(np.pi * verts[:, 0] / 0.4)
+    buckled = dc.simulate(scene.replace(v0=kick)).step_x
+    for sign in (1.0, -1.0):
+        run = dc.simulate(scene, guess=buckled * [1.0, 1.0, sign])
+        assert run.stats.converged.all()
+        assert sign * run.x[-3, middle, 2].mean() > 0.015
+        again = dc.simulate(scene, guess=run.step_x)
+        assert np.array_equal(again.step_x, run.step_x) and (again.stats.iterations == 0).all()
+    with pytest.raises(ValueError, match="guess must have shape"):
+        dc.simulate(scene, guess=buckled[1:])
