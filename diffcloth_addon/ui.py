@@ -173,6 +173,9 @@ def _draw_result(box, cloth, stored):
         box.label(text="Initial velocities")
     if "forces" in stored.keys():
         box.label(text=f"Control forces: {stored['max_control_acceleration'] / 9.81:.2f} g at most")
+    if "pin_offset" in stored.keys():
+        moved = np.linalg.norm(np.asarray(stored["pin_offset"]).reshape(-1, 3), axis=1).max()
+        box.label(text=f"Pins moved (Move Pins): up to {moved * 100:.1f} cm")
     row = box.row(align=True)
     row.operator("diffcloth.apply_result")
     row.operator("diffcloth.discard_result")

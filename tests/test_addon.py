@@ -265,6 +265,10 @@ def test_move_pins_reaches_a_copy_moved_as_a_whole(posed, blank):
     mean_before, _, mean_after, largest_after = stored["keyframes"]["11"]
     assert mean_before > 0.045 and mean_after < 0.005 and largest_after < 0.01, (mean_before, mean_after, largest_after)
     assert len(stored["pin_offset"]) == 11 * len(pins) * 3
+    labels = []
+    draw_all(blank, labels)  # the result panel says how far the pins went
+    moved = [t for t in labels if t.startswith("Pins moved (Move Pins): up to ")]
+    assert len(moved) == 1 and 3.0 <= float(moved[0].split()[-2]) <= 8.0, moved
     blank.scene.frame_set(11)
     baked = evaluated(cloth)
     assert np.abs(baked[pins] - evaluated(target)[pins]).max() < 0.01  # the pins went with the pose
@@ -416,7 +420,11 @@ class Layout:
     """Records what a panel draws; every property it shows must exist on the real data."""
 
     def __init__(self):
-        self.shown = []
+        self.shown, self.labels = [], []
+
+    def label(self, text="", **kw):
+        self.labels.append(text)
+        return self
 
     def __getattr__(self, name):  # row(), column(), box(), label(), separator(), operator(), …
         return lambda *args, **kw: self
@@ -431,8 +439,9 @@ class Layout:
         self.shown.append(name)
 
 
-def draw_all(context):
-    """Draw every panel whose poll passes for the context; the properties shown."""
+def draw_all(context, labels=None):
+    """Draw every panel whose poll passes for the context; the properties shown (and the labels'
+    texts into `labels`)."""
     from diffcloth.diffcloth_addon import ui
     shown = []
     for cls in ui.CLASSES:
@@ -442,6 +451,8 @@ def draw_all(context):
         # draw() reads self.layout and the class's own attributes: run it on a stand-in instance
         cls.draw(types.SimpleNamespace(layout=layout, props=getattr(cls, "props", ())), context)
         shown += layout.shown
+        if labels is not None:
+            labels += layout.labels
     return shown
 
 
@@ -456,7 +467,7 @@ def test_every_panel_draws_with_and_without_a_setup(posed, blank):
     blank.scene.diffcloth.opt_forces = True
     blank.window_manager.diffcloth.running = True
     try:
-        assert {"force_strength", "force_change", "max_iterations"} <= set(draw_all(blank))
+        assert {"force_strength", "force_change", "force_move_pins", "max_iterations"} <= set(draw_all(blank))
     finally:
         blank.window_manager.diffcloth.running = False
     assert bpy.ops.diffcloth.optimize() == {"FINISHED"}  # the stored result drawn beside the settings
