@@ -54,11 +54,11 @@ class Linearized:
     trajectory, and (on first use: a rejected trial needs neither) its gradient and products
     with B."""
 
-    def __init__(self, design, loss, theta, guess=None):
+    def __init__(self, design, loss, theta, guess=None, on_frame=None):
         self.design, self.loss, self.theta = design, loss, theta
         self.fields = design.fields(theta)
         self.scene = design.scene(theta, self.fields)
-        self.traj = traj = simulate(self.scene, guess=guess)
+        self.traj = traj = simulate(self.scene, guess=guess, on_frame=on_frame)
         value, self._gx, self._gv = loss.evaluate(traj.x, traj.v)
         self.value = value + design.regularizer(theta)[0]
 
@@ -140,8 +140,8 @@ def minimize(design, loss, point, run, max_iter, gtol, rtol):
         stop, point = _iteration(design, loss, point, run, state, gtol, rtol)
         if stop is None:
             continue
-        fresh = _trial(design, loss, point.theta, None)
-        if fresh is None or not fresh.value < (1 - rtol) * point.value:
+        fresh = _from_scratch(design, loss, point, (1 - rtol) * point.value)
+        if fresh is None:
             return stop
         point = fresh
         run.improved(point.theta, point.value, point.traj)
@@ -176,6 +176,28 @@ def _iteration(design, loss, point, run, state, gtol, rtol):
     run.improved(trial.theta, trial.value, trial.traj)
     run.record(grad_norm=float(np.linalg.norm(trial.grad)), inner=len(krylov.alpha), damping=state["lam"])
     return ("converged" if decrease <= rtol * trial.value + rtol * decrease else None), trial
+
+
+class _Higher(Exception):
+    pass
+
+
+def _from_scratch(design, loss, point, below):
+    """point's design simulated from scratch if its objective comes out below `below`, else None;
+    the simulation stops as soon as the keys passed so far cost more."""
+    budget = below - design.regularizer(point.theta)[0]
+    spent = [0.0]
+
+    def watch(frame, x, v):
+        spent[0] += loss.at_frame(frame, x, v)
+        if spent[0] >= budget:
+            raise _Higher
+
+    try:
+        fresh = Linearized(design, loss, point.theta, on_frame=watch)
+    except (SimulationError, _Higher):
+        return None
+    return fresh if fresh.value < below else None
 
 
 def _trial(design, loss, theta, guess):

@@ -67,6 +67,17 @@ class KeyframeLoss:
             for frame, target in table.items():
                 yield which, frame, target, scale * self.weights.get(frame, 1.0) * self._vweights(frame, n)[:, None]
 
+    def at_frame(self, frame, x, v):
+        """The loss's terms at one frame, from that frame's states x, v (n,3): they add up to the
+        loss over the frames, so a partial sum bounds it from below while a run is simulated."""
+        n = x.shape[0]
+        value = 0.0
+        for which, f, target, w in self._weighted(n):
+            if f == frame:
+                diff = (x, v)[which] - target
+                value += float(np.sum(w * diff * diff))
+        return value
+
     def evaluate(self, x, v):
         """Loss and its partials with respect to the frame states x, v: (frames+1, n, 3)."""
         n, frames = x.shape[1], x.shape[0] - 1

@@ -50,7 +50,7 @@ def _keep(factor, kept):
 
 @timed("forward")
 @one_blas_thread
-def simulate(scene, progress=None, guess=None):
+def simulate(scene, progress=None, guess=None, on_frame=None):
     """Run the scene; raises SimulationError naming the frame if a step diverges.
     progress(frames_done, frames) is called after every frame.
 
@@ -59,7 +59,9 @@ def simulate(scene, progress=None, guess=None):
     step's start, guess[s+1] + x_s − guess[s], where the step's energy is lower there than at the
     inertial prediction. Where cloth buckles a step has several solutions, and this follows the
     guess's: simulate(result.scene, guess=result.trajectory.step_x) reproduces an optimization's
-    motion. Every step is still solved to the scene's tolerance."""
+    motion. Every step is still solved to the scene's tolerance. on_frame(frame, x, v), with that
+    frame's states, after every frame: an exception it raises ends the run (e.g. once a loss
+    bound is passed)."""
     model = Model(scene)
     stepper = Stepper(model)
     ns, h = scene.n_steps, scene.h
@@ -81,7 +83,10 @@ def simulate(scene, progress=None, guess=None):
         vs[s + 1] = (y - xs[s]) / h
         stats.iterations[s], stats.residual[s], stats.converged[s] = it, res, ok
         factors.append(_keep(stepper.factor, kept))
-        if progress is not None and (s + 1) % scene.substeps == 0:
-            progress((s + 1) // scene.substeps, scene.steps)
+        if (s + 1) % scene.substeps == 0:
+            if on_frame is not None:
+                on_frame((s + 1) // scene.substeps, xs[s + 1], vs[s + 1])
+            if progress is not None:
+                progress((s + 1) // scene.substeps, scene.steps)
     stats.factorizations = stepper.factorizations
     return Trajectory(scene, xs, vs, stats, factors)

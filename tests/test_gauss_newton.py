@@ -174,3 +174,23 @@ def test_bad_input_names_the_problem(moved_pose):
 
     with pytest.raises(ValueError, match="'gauss-newton' needs a sum-of-squares loss"):
         dc.optimize(scene, Custom(), keyed(), method="gauss-newton")
+
+
+def test_a_keyframe_loss_adds_up_over_its_frames_and_simulate_shows_each_frame():
+    scene = artist_scene(frames=10)
+    seen = []
+
+    def watch(frame, x, v):
+        seen.append((frame, x.copy(), v.copy()))
+        if frame == 6:
+            raise KeyboardInterrupt  # any exception ends the run
+
+    with pytest.raises(KeyboardInterrupt):
+        dc.simulate(scene, on_frame=watch)
+    traj = dc.simulate(scene)
+    assert [f for f, _, _ in seen] == [1, 2, 3, 4, 5, 6]
+    assert all(np.array_equal(x, traj.x[f]) and np.array_equal(v, traj.v[f]) for f, x, v in seen)
+    loss = dc.KeyframeLoss({0: traj.x[0] + 0.01, 4: traj.x[4] + 0.02, 10: traj.x[10] - 0.03},
+                           weights={4: 2.0}, velocity_targets={7: traj.v[7] + 0.1}, velocity_weight=0.5)
+    parts = [loss.at_frame(f, traj.x[f], traj.v[f]) for f in range(11)]
+    assert sum(parts) == pytest.approx(loss(traj)) and parts[7] > 0 and parts[5] == 0.0
