@@ -64,7 +64,7 @@ class Linearized:
 
     @cached_property
     def lin(self):
-        return Linearization(self.scene, self.traj, PASS_RTOL)
+        return Linearization(self.scene, self.traj, PASS_RTOL, own_factors=True)
 
     @cached_property
     def grad(self):
