@@ -86,10 +86,10 @@ class DiffClothSceneSettings(bpy.types.PropertyGroup):
     force_strength: FloatProperty(name="Force Strength Cost", description="How much strong control forces cost: "
                                   "pushing a vertex at 1 g for a second costs as much as being this far off a key. "
                                   "Higher keeps the motion closer to plain physics (the same at any mesh resolution)",
-                                  default=0.0005, min=0.0, soft_max=0.1, unit="LENGTH", precision=4)
+                                  default=0.00015, min=0.0, soft_max=0.1, unit="LENGTH", precision=5)
     force_change: FloatProperty(name="Force Change Cost", description="How much changing control forces cost: a "
                                 "force changing by 1 g per second, for a second, costs as much as being this far off "
-                                "a key. Higher gives calmer forces", default=0.005, min=0.0, soft_max=0.5,
+                                "a key. Higher gives calmer forces", default=0.0015, min=0.0, soft_max=0.5,
                                 unit="LENGTH", precision=4)
     max_iterations: IntProperty(name="Max Iterations", description="Optimizer iterations at most (each "
                                 "simulates the cloth a few times)", default=50, min=1, max=10000)
