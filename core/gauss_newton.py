@@ -140,7 +140,7 @@ def minimize(design, loss, point, run, max_iter, gtol, rtol):
         stop, point = _iteration(design, loss, point, run, state, gtol, rtol)
         if stop is None:
             continue
-        fresh = _from_scratch(design, loss, point, (1 - rtol) * point.value)
+        fresh = _below(design, loss, point.theta, (1 - rtol) * point.value)  # from scratch
         if fresh is None:
             return stop
         point = fresh
@@ -162,7 +162,7 @@ def _iteration(design, loss, point, run, state, gtol, rtol):
         delta, predicted, motion = krylov.step(state["lam"])
         if not np.linalg.norm(delta) > 1e-14 * (1.0 + np.linalg.norm(point.theta)) or not predicted > 0:
             return "converged", point  # no step left that the model can resolve
-        trial = _trial(design, loss, point.theta + delta, motion)
+        trial = _below(design, loss, point.theta + delta, point.value, motion)  # ρ > 0 or None
         rho = -np.inf if trial is None else (point.value - trial.value) / predicted
         if rho > 0:
             state["lam"] *= max(1 / 3, 1 - (2 * rho - 1) ** 3)
@@ -182,10 +182,11 @@ class _Higher(Exception):
     pass
 
 
-def _from_scratch(design, loss, point, below):
-    """point's design simulated from scratch if its objective comes out below `below`, else None;
-    the simulation stops as soon as the keys passed so far cost more."""
-    budget = below - design.regularizer(point.theta)[0]
+def _below(design, loss, theta, below, guess=None):
+    """The Linearized objective at θ if it comes out below `below`, else None (also when its
+    simulation fails): the simulation stops as soon as the keys passed so far, with θ's
+    regularizer, cost more, so a step that fails costs only the frames up to where it does."""
+    budget = below - design.regularizer(theta)[0]
     spent = [0.0]
 
     def watch(frame, x, v):
@@ -194,17 +195,7 @@ def _from_scratch(design, loss, point, below):
             raise _Higher
 
     try:
-        fresh = Linearized(design, loss, point.theta, on_frame=watch)
+        point = Linearized(design, loss, theta, guess, on_frame=watch)
     except (SimulationError, _Higher):
         return None
-    return fresh if fresh.value < below else None
-
-
-def _trial(design, loss, theta, guess):
-    """The Linearized objective at θ, its steps started from guess; None if its simulation fails
-    or its value is not finite."""
-    try:
-        point = Linearized(design, loss, theta, guess)
-    except SimulationError:
-        return None
-    return point if np.isfinite(point.value) else None
+    return point if point.value < below else None
