@@ -7,6 +7,8 @@ from .. import core as dc
 
 BAKE_PREFIX = "DiffCloth_f"
 RESULT_KEY = "diffcloth_result"
+# the last run's positions at every integrator step (Simulate & Bake's or Optimize's)
+MOTION_KEY = "diffcloth_motion"
 NO_CLOTH = "no cloth: mark a mesh as DiffCloth Cloth"
 NO_TARGETS = "no targets: add one with 'New Target from Cloth'"
 NO_KEYS = "no targets with keyframes: pose a Target copy of the cloth and insert a keyframe"
@@ -387,11 +389,16 @@ def apply_stored_result(setup):
 
 
 def stored_motion(setup, scene):
-    """The last optimized motion's positions at every integrator step, to start the next run's
-    steps from (so that it follows the same branch where the cloth buckles), or None if there is
-    none or it no longer fits the frames, substeps or mesh."""
-    motion = stored_array(setup.cloth_obj.get(RESULT_KEY), "motion", (scene.n_steps + 1) * scene.cloth.n * 3)
+    """The last run's positions at every integrator step (the bake the artist saw and posed the
+    targets from, or the optimized motion), to start the next run's steps from, so that it follows
+    the same branch where the cloth buckles and its start needs a few Newton iterations a step; or
+    None if there is none or it no longer fits the frames, substeps or mesh."""
+    motion = stored_array(setup.cloth_obj, MOTION_KEY, (scene.n_steps + 1) * scene.cloth.n * 3)
     return None if motion is None else motion.reshape(scene.n_steps + 1, scene.cloth.n, 3)
+
+
+def store_motion(setup, step_x):
+    setup.cloth_obj[MOTION_KEY] = np.asarray(step_x, dtype=np.float64).ravel()
 
 
 def pin_base(scene):
@@ -410,7 +417,6 @@ def store_result(setup, result):
               "initial_loss": float(result.initial_loss), "iterations": len(result.history), "reason": result.reason}
     if sc.forces is not None:
         stored["forces"] = sc.forces.ravel()
-    stored["motion"] = result.trajectory.step_x.ravel()  # Simulate follows its branch where the cloth buckles
     if sc.pin_path is not None:  # moved pins, as offsets from the cloth object's own path
         offset = sc.pin_path - pin_base(setup.scene)
         if np.any(offset):

@@ -38,8 +38,9 @@ def finish(context, setup, run):
     if cloth is None or len(cloth.data.vertices) != setup.scene.cloth.n:
         raise convert.InputError(f"cloth '{name}' was deleted or changed during the run; nothing was written")
     setup.cloth_obj = cloth  # an undo during the run reloads the data: look it up again
-    positions = run.result if setup.kind == "simulate" else run.result.trajectory.x
-    bake.bake(cloth, positions, setup.start, setup.matrices)
+    motion = run.result if setup.kind == "simulate" else run.result.trajectory
+    bake.bake(cloth, motion.x, setup.start, setup.matrices)
+    convert.store_motion(setup, motion.step_x)
     if setup.kind == "optimize":
         convert.store_result(setup, run.result)
     context.scene.frame_set(context.scene.frame_current)
@@ -55,7 +56,7 @@ def progress_text(setup, info):
 
 def summary(setup, result):
     if setup.kind == "simulate":
-        return f"Simulated and baked {len(result)} frames of '{setup.cloth_name}'"
+        return f"Simulated and baked {len(result.x)} frames of '{setup.cloth_name}'"
     keys = "; ".join(f"frame {f + setup.start} {d[0] * 1e3:.1f} → {d[2] * 1e3:.1f} mm" for f, d in result.keyframes.items())
     return (f"'{setup.cloth_name}': loss {result.initial_loss:.4g} → {result.loss:.4g} "
             f"({result.normalized_loss:.2e} of the start) in {len(result.history)} iterations, {result.reason}; "
@@ -237,6 +238,7 @@ class DIFFCLOTH_OT_clear_bake(_OnCloth):
 
     def run(self, context, obj):
         removed = bake.clear_bake(obj)
+        obj.pop(convert.MOTION_KEY, None)
         self.report({"INFO"}, f"Removed {removed} baked shape keys from '{obj.name}'")
         return {"FINISHED"}
 
@@ -273,6 +275,7 @@ class DIFFCLOTH_OT_discard_result(_OnCloth):
         if convert.RESULT_KEY not in obj.keys():
             return _fail(self, f"cloth '{obj.name}' has no stored optimization")
         del obj[convert.RESULT_KEY]
+        obj.pop(convert.MOTION_KEY, None)  # its motion: the next run starts afresh
         self.report({"INFO"}, f"Discarded the optimization stored on '{obj.name}'")
         return {"FINISHED"}
 

@@ -19,14 +19,15 @@ import types
 
 
 def run(core, job, report, cancelled):
-    """The job's result: the frames' positions (simulate) or core's OptimizeResult with the best
-    design's motion as result.trajectory (x at frames, step_x at integrator steps) and
+    """The job's result: the motion (x at frames, step_x at integrator steps) of a simulation, or
+    core's OptimizeResult with the best design's motion as result.trajectory and
     result.keyframes {frame: (mean, largest distance before, mean, largest after)} in metres
-    (optimize). job["guess"]: step positions of the last optimized motion, to follow its branch
+    (optimize). job["guess"]: step positions of the last run's motion, to follow its branch
     where the cloth buckles (None: from scratch)."""
     guess = job.get("guess")
     if job["kind"] == "simulate":
-        return core.simulate(job["scene"], lambda done, frames: report({"frame": done, "frames": frames}), guess).x
+        traj = core.simulate(job["scene"], lambda done, frames: report({"frame": done, "frames": frames}), guess)
+        return types.SimpleNamespace(x=traj.x, step_x=traj.step_x)  # positions only, as below
     loss = job["loss"]
     result = core.optimize(job["scene"], loss, job["params"], max_iter=job["max_iter"],
                            callback=lambda info: report(info) or cancelled(), guess=guess)

@@ -306,6 +306,26 @@ def test_optimize_end_to_end(posed, blank):
     assert "no stored optimization" in ops_report(bpy.ops.diffcloth.apply_result)
 
 
+def test_optimize_starts_from_the_baked_simulation(posed, blank):
+    """Simulate & Bake keeps its motion on the cloth: the next Optimize starts every step from it
+    (the motion the artist saw and posed from, on its branch where the cloth buckles, in a few
+    Newton iterations a step), and Clear Bake forgets it."""
+    cloth, _ = posed
+    assert "diffcloth_motion" not in cloth.keys()  # the fixture cleared its bake
+    assert operators().prepare(blank, "optimize")[1]["guess"] is None
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    motion = np.array(cloth["diffcloth_motion"]).reshape(11, -1, 3)
+    blank.scene.frame_set(11)
+    assert np.allclose(evaluated(cloth), motion[10], atol=1e-6)  # the bake's own motion
+    setup, job = operators().prepare(blank, "optimize")
+    assert np.array_equal(job["guess"], motion)
+    import core
+    cold, warm = core.simulate(job["scene"]), core.simulate(job["scene"], guess=job["guess"])
+    assert np.abs(warm.x - motion[::job["scene"].substeps]).max() < 1e-8
+    assert warm.stats.iterations.sum() < 0.5 * cold.stats.iterations.sum()
+    assert bpy.ops.diffcloth.clear_bake() == {"FINISHED"} and "diffcloth_motion" not in cloth.keys()
+
+
 def test_simulate_reproduces_optimized_forces(posed, blank):
     cloth, _ = posed
     s = blank.scene.diffcloth
@@ -399,10 +419,10 @@ def test_worker_process_simulates(posed, blank):
     setup, job = operators().prepare(blank, "simulate")
     run = runner().Process(job).start()
     infos, _ = run.wait()
-    assert run.error is None and run.result.shape == (11, len(cloth.data.vertices), 3)
+    assert run.error is None and run.result.x.shape == (11, len(cloth.data.vertices), 3)
     assert [(i["frame"], i["frames"]) for i in infos] == [(f, 10) for f in range(1, 11)]
     inline = runner().Inline(job).start()
-    assert np.array_equal(run.result, inline.result)  # deterministic, the same solver in both
+    assert np.array_equal(run.result.step_x, inline.result.step_x)  # deterministic, the same solver in both
 
 
 def test_a_second_run_is_refused_while_one_is_going(posed, blank):
