@@ -8,8 +8,8 @@ one adjoint pass for the gradient g) and minimizes the model
     m(δ) = f + gᵀδ + ½·δᵀBδ,   B = JᵀHJ + ∇²R,   damped: (B + λI)·δ = −g
 
 over a Lanczos basis of the Krylov space of B and g. Each basis vector costs one tangent and one
-adjoint pass over the trajectory's Linearization (the forward's factorizations precondition
-them), no simulation. The space serves every λ (Krylov spaces are shift invariant), so a rejected
+adjoint pass over the trajectory's Linearization (each step's matrix factored once, on the first
+pass), no simulation. The space serves every λ (Krylov spaces are shift invariant), so a rejected
 trial retries with a larger λ without new passes. λ follows the ratio ρ of actual to predicted
 decrease (Nielsen's rule: ×max(⅓, 1 − (2ρ − 1)³) on success, ×2, 4, 8… on failure).
 
