@@ -158,10 +158,14 @@ def _iteration(design, loss, point, run, state, gtol, rtol):
     if state["lam"] is None:
         krylov.extend()
         state["lam"] = LAMBDA_START * max(krylov.alpha[0], np.finfo(float).tiny)
-    for _ in range(MAX_FAILURES):
+    for failures in range(MAX_FAILURES):
         delta, predicted, motion = krylov.step(state["lam"])
         if not np.linalg.norm(delta) > 1e-14 * (1.0 + np.linalg.norm(point.theta)) or not predicted > 0:
             return "converged", point  # no step left that the model can resolve
+        if predicted <= rtol * point.value:  # even the model's decrease is under rtol: spare the trial
+            return ("converged" if failures == 0 else
+                    f"no further progress: {failures} trial steps failed to lower the loss, and the "
+                    "shorter ones left would lower it by less than rtol"), point
         trial = _below(design, loss, point.theta + delta, point.value, motion)  # ρ > 0 or None
         rho = -np.inf if trial is None else (point.value - trial.value) / predicted
         if rho > 0:
