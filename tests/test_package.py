@@ -81,7 +81,7 @@ runner = importlib.import_module("bl_ext.user_default.diffcloth.diffcloth_addon.
 setup, job = ops.prepare(bpy.context, "simulate")
 run = runner.Process(job).start()
 infos, _ = run.wait()
-print("worker", run.error, run.result.shape, len(infos))
+print("worker", run.error, run.result.x.shape, len(infos))
 """
     run = subprocess.run([sys.executable, "-c", code], env={**os.environ, "BLENDER_USER_RESOURCES": str(user)},
                          capture_output=True, text=True, timeout=300)
