@@ -13,14 +13,15 @@ time (≤ 2 min at 32×32, ≤ 8 min at 64×64) split into forward simulations, 
 and optimizer overhead, evaluations (simulations) and passes, and the run's cost in
 forward-equivalents (its solver time over one plain simulation of the start). --methods compares
 optimize's methods; --magnitude, --smoothness, --every replace the add-on's regularization.
---poses: "whole" edits the copies as a whole (the issue's keys; the pinned corners move with them,
+--within MM stops each run once both keys' mean distances are that close (the add-on's Stop
+Within; default: run until the optimizer stops). --poses: "whole" edits the copies as a whole (the issue's keys; the pinned corners move with them,
 which no control force can follow: the add-on's Move Pins, on by default, lets the control move
 those pins too), "pins-kept" the same edits faded out within 0.3 m of the pins, as an artist keeps
 them in place with proportional editing. --fixed-pins turns Move Pins off.
 
     .envs/py313-bpy5.2/bin/python benchmarks/artist_match.py [--sizes 32 64] [--max-iter 100] [--no-addon]
         [--methods auto l-bfgs-b] [--magnitude 1e-6] [--smoothness 1e-4] [--every 0.25] [--poses whole pins-kept]
-        [--fixed-pins]
+        [--fixed-pins] [--within 10]
 """
 
 import argparse
@@ -90,7 +91,7 @@ def default_settings():
         ext.unregister()
 
 
-def core_case(side, max_iter, controls, method, pose):
+def core_case(side, max_iter, controls, method, pose, within):
     sc = scene(side)
     t0 = time.perf_counter()
     baked = dc.simulate(sc)  # the simulation the artist poses the keys from
@@ -101,7 +102,7 @@ def core_case(side, max_iter, controls, method, pose):
     t0 = time.perf_counter()
     # started from that simulation's motion, as the add-on's Optimize after Simulate & Bake
     result = dc.optimize(sc, loss, [dc.KeyedForces(**keyed)], max_iter=max_iter, method=method,
-                         guess=baked.step_x)
+                         guess=baked.step_x, within=within)
     wall = time.perf_counter() - t0
     traj = result.trajectory  # the optimized motion (one branch where the cloth buckles)
     scratch = loss.distances(dc.simulate(result.scene).x)  # the design simulated from scratch
@@ -129,7 +130,7 @@ def report(name, side, distances, iterations, reason, max_accel, wall):
     return out
 
 
-def addon_case(side, max_iter, pose, move_pins):
+def addon_case(side, max_iter, pose, move_pins, within):
     """The add-on's Optimize on targets made with New Target from Cloth, then edited by hand."""
     import bpy
     ext.register()
@@ -161,7 +162,7 @@ def addon_case(side, max_iter, pose, move_pins):
             target.data.update()
         s.frame_set(1)
         s.diffcloth.opt_tension, s.diffcloth.opt_forces, s.diffcloth.max_iterations = False, True, max_iter
-        s.diffcloth.force_move_pins = move_pins
+        s.diffcloth.force_move_pins, s.diffcloth.stop_within = move_pins, within or 0.0
         bpy.context.view_layer.objects.active = cloth
         t0 = time.perf_counter()
         assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
@@ -185,19 +186,21 @@ def main():
     ap.add_argument("--every", type=float)
     ap.add_argument("--poses", nargs="+", default=["whole", "pins-kept"], choices=("whole", "pins-kept"))
     ap.add_argument("--fixed-pins", action="store_true", help="Move Pins off: the pins stay where the cloth holds them")
+    ap.add_argument("--within", type=float, metavar="MM", help="stop once both keys are this close (Stop Within)")
     args = ap.parse_args()
     controls = default_settings()
     for key in ("every", "magnitude", "smoothness"):
         if getattr(args, key) is not None:
             controls[key] = getattr(args, key)
     controls["move_pins"] = controls["move_pins"] and not args.fixed_pins
-    print(json.dumps(controls))
+    within = args.within and args.within * 1e-3
+    print(json.dumps(dict(controls, within_mm=args.within)))
     for pose in args.poses:
         for side in args.sizes:
             for method in args.methods:
-                print(json.dumps(core_case(side, args.max_iter, controls, method, pose)), flush=True)
+                print(json.dumps(core_case(side, args.max_iter, controls, method, pose, within)), flush=True)
         if not args.no_addon:
-            print(json.dumps(addon_case(20, args.max_iter, pose, controls["move_pins"])), flush=True)
+            print(json.dumps(addon_case(20, args.max_iter, pose, controls["move_pins"], within)), flush=True)
 
 
 if __name__ == "__main__":

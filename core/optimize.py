@@ -25,7 +25,8 @@ class OptimizeResult:
     a loss with distances such as KeyframeLoss), and that iteration's evaluations (simulations), adjoints, tangents (passes) and
     forward_s, adjoint_s, tangent_s (seconds in them); Gauss–Newton adds inner (Lanczos vectors,
     each one tangent and one adjoint pass) and damping (λ)); reason: why it stopped
-    ("converged", "max_iter", "stopped", or the method's message); method: the one that ran;
+    ("converged", "max_iter", "stopped", "within": every key's mean distance within `within`, or
+    the method's message); method: the one that ran;
     params: the optimized quantities by name (see Param.describe); evaluations: simulations run;
     passes: {"forward" | "adjoint" | "tangent": (count, seconds)} over the whole run;
     initial_distances: the start's distances to the keys (as in history), for a loss that
@@ -43,7 +44,7 @@ class OptimizeResult:
 
 
 class _Stop(Exception):
-    pass
+    """Ends a run from _Run.record; args[0] is the reason."""
 
 
 class Objective:
@@ -70,8 +71,8 @@ class _Run:
     PASSES = (("forward", "evaluations", "forward_s"), ("adjoint", "adjoints", "adjoint_s"),
               ("tangent", "tangents", "tangent_s"))
 
-    def __init__(self, design, loss, callback, clock, initial_loss, initial_traj):
-        self.design, self.callback, self.clock = design, callback, clock
+    def __init__(self, design, loss, callback, clock, initial_loss, initial_traj, within=None):
+        self.design, self.callback, self.clock, self.within = design, callback, clock, within
         self.start = time.perf_counter()
         self.initial_loss = self.loss = initial_loss
         self.theta = design.theta0.copy()
@@ -102,7 +103,13 @@ class _Run:
         self._seen = counts, seconds
         self.history.append(info)
         if self.callback is not None and self.callback(dict(info, params=self.design.describe(self.theta))):
-            raise _Stop
+            raise _Stop("stopped")
+        if self.close_enough():
+            raise _Stop("within")
+
+    def close_enough(self):
+        """Whether every key's mean distance is within `within` (an artist's "good enough")."""
+        return self.within is not None and max(mean for mean, _ in self.distances.values()) <= self.within
 
     def result(self, reason, method):
         counts, seconds = self.clock.snapshot()
@@ -135,7 +142,7 @@ def choose_method(method, loss, design):
 
 @one_blas_thread
 def optimize(scene, loss, params, max_iter=100, callback=None, gtol=1e-10, ftol=1e-14, method="auto", rtol=1e-3,
-             guess=None):
+             guess=None, within=None):
     """Minimize loss over `params` (parameterizations or names, see params.PARAM_NAMES).
 
     method: "gauss-newton" (core.gauss_newton: Levenberg–Marquardt on a sum-of-squares loss such
@@ -149,8 +156,15 @@ def optimize(scene, loss, params, max_iter=100, callback=None, gtol=1e-10, ftol=
     Gauss–Newton on gtol and on an iteration that lowers the loss by less than rtol of it.
     guess: step positions to start the first simulation's steps from, as simulate's (e.g. a
     previous result's trajectory.step_x, to continue on its branch where the cloth buckles).
+    within: stop (reason "within") once every position key's mean distance is at most this (m),
+    as an artist's tolerance; None runs to the stopping rules above.
     """
     loss.check(scene.cloth.n, scene.steps)
+    if within is not None:
+        if not (isinstance(within, (int, float)) and np.isfinite(within) and within > 0):
+            raise ValueError(f"within (the keys' distance to stop at) must be a positive length in m, got {within!r}")
+        if not getattr(loss, "targets", None):
+            raise ValueError("within needs a loss with position targets (a KeyframeLoss) to measure distances to")
     design = Design(scene, params)
     if set(loss.targets) | set(loss.velocity_targets) <= {0} and any(isinstance(p, Acceleration) for p in design.params):
         raise ValueError("the targets are all at frame 0, before any control force acts: nothing to control")
@@ -159,20 +173,20 @@ def optimize(scene, loss, params, max_iter=100, callback=None, gtol=1e-10, ftol=
         if method == "gauss-newton":
             # a start that does not simulate raises SimulationError here
             point = gauss_newton.Linearized(design, loss, design.theta0, guess)
-            run = _Run(design, loss, callback, clock, point.value, point.traj)
+            run = _Run(design, loss, callback, clock, point.value, point.traj, within)
         else:
             f = Objective(design, loss)
             initial_loss, grad0 = f(design.theta0, guess)
-            run = _Run(design, loss, callback, clock, initial_loss, f.traj)
+            run = _Run(design, loss, callback, clock, initial_loss, f.traj, within)
         if not np.isfinite(run.initial_loss):
             raise SimulationError("the starting design gives a non-finite loss", 0, 0)
-        reason = "converged"
-        if run.initial_loss > 0 and max_iter > 0:
+        reason = "within" if run.close_enough() else "converged"
+        if run.initial_loss > 0 and max_iter > 0 and reason != "within":
             try:
                 reason = (gauss_newton.minimize(design, loss, point, run, max_iter, gtol, rtol)
                           if method == "gauss-newton" else _lbfgsb(design, f, run, grad0, max_iter, gtol, ftol))
-            except _Stop:
-                reason = "stopped"
+            except _Stop as stop:
+                reason = stop.args[0]
         return run.result(reason, method)
 
 

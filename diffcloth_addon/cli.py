@@ -7,6 +7,7 @@ so a failed run leaves no partial files behind.
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -34,7 +35,9 @@ def parser():
                                    "and save.")
     o.add_argument("blend", nargs="?", help="the .blend to open (default: the file Blender opened)")
     o.add_argument("--cloth", help="name of the cloth object (needed when the scene has several)")
-    o.add_argument("--max-iter", type=int, help="L-BFGS iterations (default: the scene's setting)")
+    o.add_argument("--max-iter", type=int, help="optimizer iterations at most (default: the scene's setting)")
+    o.add_argument("--stop-within", type=float, metavar="MM", help="stop once every target's mean distance is within "
+                   "this many mm (default: the scene's Stop Within)")
     o.add_argument("--output", help="save the optimized scene here (default: overwrite the opened .blend)")
     o.add_argument("--report", help="write a JSON report: loss history, optimized parameters, timings")
     o.add_argument("--preview", help="write a PNG contact sheet: targets (red) vs. result (blue), loss curve")
@@ -68,6 +71,8 @@ def optimize(args):
         raise JobError("no .blend to work on: pass one (blender -b scene.blend -c diffcloth optimize)")
     if args.max_iter is not None and args.max_iter < 1:
         raise JobError("--max-iter must be at least 1")
+    if args.stop_within is not None and not (math.isfinite(args.stop_within) and args.stop_within > 0):
+        raise JobError("--stop-within must be a positive distance in mm")
     output = args.output or bpy.data.filepath
     for path, what in ((output, "output"), (args.report, "report"), (args.preview, "preview")):
         if path:
@@ -75,7 +80,8 @@ def optimize(args):
     context = bpy.context
     try:
         # headless, the file's saved selection is no choice: several cloths need --cloth
-        setup, job = operators.prepare(context, "optimize", args.cloth, args.max_iter, use_active=False)
+        setup, job = operators.prepare(context, "optimize", args.cloth, args.max_iter, use_active=False,
+                                       within=args.stop_within and args.stop_within * 1e-3)
         for warning in setup.warnings:
             print(f"diffcloth: warning: {warning}", flush=True)
         t_gather = time.perf_counter()

@@ -15,8 +15,9 @@ def _fail(op, message):
     return {"CANCELLED"}
 
 
-def prepare(context, kind, cloth_name=None, max_iter=None, use_active=True):
-    """Copy a run's inputs out of Blender (main thread): the Setup and the worker's job."""
+def prepare(context, kind, cloth_name=None, max_iter=None, use_active=True, within=None):
+    """Copy a run's inputs out of Blender (main thread): the Setup and the worker's job. max_iter and
+    within (m) override the scene's Max Iterations and Stop Within."""
     settings = context.scene.diffcloth
     setup = convert.gather(context, cloth_name, need_targets=kind == "optimize", use_active=use_active)
     setup.kind, setup.cloth_name = kind, setup.cloth_obj.name
@@ -24,7 +25,7 @@ def prepare(context, kind, cloth_name=None, max_iter=None, use_active=True):
     job = {"kind": kind, "scene": scene, "guess": convert.stored_motion(setup, scene)}
     if kind == "optimize":
         job.update(loss=setup.loss, params=convert.params_from_settings(settings, setup),
-                   max_iter=max_iter or settings.max_iterations)
+                   max_iter=max_iter or settings.max_iterations, within=within or settings.stop_within or None)
     return setup, job
 
 
@@ -58,8 +59,9 @@ def summary(setup, result):
     if setup.kind == "simulate":
         return f"Simulated and baked {len(result.x)} frames of '{setup.cloth_name}'"
     keys = "; ".join(f"frame {f + setup.start} {d[0] * 1e3:.1f} → {d[2] * 1e3:.1f} mm" for f, d in result.keyframes.items())
+    reason = "every key within Stop Within" if result.reason == "within" else result.reason
     return (f"'{setup.cloth_name}': loss {result.initial_loss:.4g} → {result.loss:.4g} "
-            f"({result.normalized_loss:.2e} of the start) in {len(result.history)} iterations, {result.reason}; "
+            f"({result.normalized_loss:.2e} of the start) in {len(result.history)} iterations, {reason}; "
             f"mean distance {keys}; control {result.scene.max_control_acceleration() / G:.2f} g at most")
 
 

@@ -93,6 +93,9 @@ class DiffClothSceneSettings(bpy.types.PropertyGroup):
                                 unit="LENGTH", precision=4)
     max_iterations: IntProperty(name="Max Iterations", description="Optimizer iterations at most (each "
                                 "simulates the cloth a few times)", default=50, min=1, max=10000)
+    stop_within: FloatProperty(name="Stop Within", description="Stop optimizing once every target's mean distance "
+                               "is this close (0: go on until the optimizer converges or Max Iterations)",
+                               default=0.0, min=0.0, soft_max=0.05, unit="LENGTH", precision=4)
 
 
 class DiffClothRunState(bpy.types.PropertyGroup):

@@ -201,6 +201,7 @@ class DIFFCLOTH_PT_optimize(_Sidebar):
             layout.prop(settings, "force_strength")
             layout.prop(settings, "force_change")
         layout.prop(settings, "max_iterations")
+        layout.prop(settings, "stop_within")
         layout.prop(settings, "use_scene_range")
         if not settings.use_scene_range:
             col = layout.column(align=True)

@@ -30,7 +30,7 @@ def run(core, job, report, cancelled):
         return types.SimpleNamespace(x=traj.x, step_x=traj.step_x)  # positions only, as below
     loss = job["loss"]
     result = core.optimize(job["scene"], loss, job["params"], max_iter=job["max_iter"],
-                           callback=lambda info: report(info) or cancelled(), guess=guess)
+                           callback=lambda info: report(info) or cancelled(), guess=guess, within=job["within"])
     # positions only: the trajectory's factorizations stay in this process
     result.trajectory = types.SimpleNamespace(x=result.trajectory.x, step_x=result.trajectory.step_x)
     # what the artist reads: per keyframe, the mean and largest distance before and after

@@ -306,6 +306,25 @@ def test_optimize_end_to_end(posed, blank):
     assert "no stored optimization" in ops_report(bpy.ops.diffcloth.apply_result)
 
 
+def test_stop_within_ends_once_the_key_is_close_enough(posed, blank):
+    """Stop Within: the run stops at the first iteration whose key is that close (reason "within"),
+    and the baked cloth is."""
+    cloth, target = posed
+    settings = blank.scene.diffcloth
+    settings.max_iterations = 1
+    assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
+    mean_before, _, after_one, _ = cloth["diffcloth_result"]["keyframes"]["11"]
+    assert after_one < 0.9 * mean_before
+    assert bpy.ops.diffcloth.discard_result() == {"FINISHED"}
+    settings.max_iterations, settings.stop_within = 30, 0.5 * (mean_before + after_one)
+    assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
+    stored = cloth["diffcloth_result"]
+    assert stored["reason"] == "within" and stored["iterations"] == 1, (stored["reason"], stored["iterations"])
+    assert stored["keyframes"]["11"][2] == pytest.approx(after_one, rel=1e-9)
+    blank.scene.frame_set(11)
+    assert np.linalg.norm(evaluated(cloth) - evaluated(target), axis=1).mean() <= settings.stop_within
+
+
 def test_optimize_starts_from_the_baked_simulation(posed, blank):
     """Simulate & Bake keeps its motion on the cloth: the next Optimize starts every step from it
     (the motion the artist saw and posed from, on its branch where the cloth buckles, in a few
@@ -487,7 +506,7 @@ def test_every_panel_draws_with_and_without_a_setup(posed, blank):
     blank.scene.diffcloth.opt_forces = True
     blank.window_manager.diffcloth.running = True
     try:
-        assert {"force_strength", "force_change", "force_move_pins", "max_iterations"} <= set(draw_all(blank))
+        assert {"force_strength", "force_change", "force_move_pins", "max_iterations", "stop_within"} <= set(draw_all(blank))
     finally:
         blank.window_manager.diffcloth.running = False
     assert bpy.ops.diffcloth.optimize() == {"FINISHED"}  # the stored result drawn beside the settings

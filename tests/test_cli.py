@@ -53,12 +53,22 @@ def test_success_writes_outputs(cli, tmp_path):
     assert len([k for k in keys if k.name.startswith("DiffCloth_f")]) == 31
 
 
+def test_stop_within_ends_the_run_there(cli, tmp_path):
+    out, report = tmp_path / "out.blend", tmp_path / "r.json"
+    assert cli.execute(["optimize", str(SCENE), "--stop-within", "1000", "--output", str(out), "--report",
+                        str(report)]) == 0
+    data = json.loads(report.read_text())  # the sample's keys are already within a metre
+    assert data["reason"] == "within" and data["iterations"] == 0
+
+
 @pytest.mark.parametrize("argv,code,message", [
     (["optimize", "--bogus"], 2, "unrecognized arguments"),
     (["frobnicate"], 2, "invalid choice"),
     (["optimize", "/nonexistent/scene.blend"], 1, "no such .blend"),
     (["optimize", str(SCENE), "--cloth", "Nope"], 1, "no object named 'Nope'"),
     (["optimize", str(SCENE), "--output", "/nonexistent/dir/out.blend"], 1, "cannot write the output"),
+    (["optimize", str(SCENE), "--stop-within", "0"], 1, "--stop-within must be a positive distance"),
+    (["optimize", str(SCENE), "--stop-within", "nan"], 1, "--stop-within must be a positive distance"),
 ])
 def test_failures(cli, capsys, tmp_path, argv, code, message):
     assert cli.execute(argv) == code

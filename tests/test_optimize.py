@@ -53,6 +53,30 @@ def test_callback_stop_keeps_best(stiffness_problem):
 
 
 @pytest.mark.parametrize("method", ["gauss-newton", "l-bfgs-b"])
+def test_stops_once_every_key_is_within_the_tolerance(stiffness_problem, method):
+    scene, loss = stiffness_problem
+    full = dc.optimize(scene, loss, ["k_tension"], max_iter=30, method=method)
+    means = [max(m for m, _ in h["distances"].values()) for h in full.history]
+    within = means[1] * 1.01  # reached at the second iteration, not at the first
+    assert means[0] > within
+    result = dc.optimize(scene, loss, ["k_tension"], max_iter=30, method=method, within=within)
+    assert result.reason == "within" and len(result.history) == 2
+    assert max(m for m, _ in loss.distances(result.trajectory.x).values()) <= within
+    assert len(result.history) < len(full.history)
+    # already there: no iteration at all
+    start = max(m for m, _ in result.initial_distances.values())
+    already = dc.optimize(scene, loss, ["k_tension"], method=method, within=start * 1.01)
+    assert already.reason == "within" and already.history == []
+
+
+@pytest.mark.parametrize("within", [0.0, -0.01, float("nan"), float("inf"), "1 cm"])
+def test_bad_tolerance_is_named(stiffness_problem, within):
+    scene, loss = stiffness_problem
+    with pytest.raises(ValueError, match="within"):
+        dc.optimize(scene, loss, ["k_tension"], within=within)
+
+
+@pytest.mark.parametrize("method", ["gauss-newton", "l-bfgs-b"])
 def test_progress_reports_the_best_designs_distances(stiffness_problem, method):
     scene, loss = stiffness_problem
     seen = []
