@@ -14,9 +14,9 @@ and optimizer overhead, evaluations (simulations) and passes, and the run's cost
 forward-equivalents (its solver time over one plain simulation of the start). --methods compares
 optimize's methods; --magnitude, --smoothness, --every replace the add-on's regularization.
 --within MM stops each run once both keys' mean distances are that close (the add-on's Stop
-Within; default: run until the optimizer stops). --poses: "whole" edits the copies as a whole (the issue's keys; the pinned corners move with them,
-which no control force can follow: the add-on's Move Pins, on by default, lets the control move
-those pins too), "pins-kept" the same edits faded out within 0.3 m of the pins, as an artist keeps
+Within; default: run until the optimizer stops). --poses: "whole" edits the copies as a whole
+(the issue's keys; the pinned corners move with them, which no control force can follow: the
+add-on's Move Pins, on by default, lets the control move those pins too), "pins-kept" the same edits faded out within 0.3 m of the pins, as an artist keeps
 them in place with proportional editing. --fixed-pins turns Move Pins off.
 
     .envs/py313-bpy5.2/bin/python benchmarks/artist_match.py [--sizes 32 64] [--max-iter 100] [--no-addon]

@@ -55,13 +55,17 @@ def progress_text(setup, info):
     return f"iteration {info['iteration']}: {info['normalized_loss']:.2e} of the start loss{keys}"
 
 
+def reason_text(reason):
+    """Why an optimization stopped, as the artist reads it (core's reasons are codes or messages)."""
+    return "every key within Stop Within" if reason == "within" else reason
+
+
 def summary(setup, result):
     if setup.kind == "simulate":
         return f"Simulated and baked {len(result.x)} frames of '{setup.cloth_name}'"
     keys = "; ".join(f"frame {f + setup.start} {d[0] * 1e3:.1f} → {d[2] * 1e3:.1f} mm" for f, d in result.keyframes.items())
-    reason = "every key within Stop Within" if result.reason == "within" else result.reason
     return (f"'{setup.cloth_name}': loss {result.initial_loss:.4g} → {result.loss:.4g} "
-            f"({result.normalized_loss:.2e} of the start) in {len(result.history)} iterations, {reason}; "
+            f"({result.normalized_loss:.2e} of the start) in {len(result.history)} iterations, {reason_text(result.reason)}; "
             f"mean distance {keys}; control {result.scene.max_control_acceleration() / G:.2f} g at most")
 
 
@@ -118,7 +122,8 @@ class _Run(_ClothName, bpy.types.Operator):
             state.status = "failed"
             return _fail(self, str(err))
         if self.kind == "optimize":
-            state.loss, state.normalized_loss, state.status = result.loss, result.normalized_loss, result.reason
+            state.loss, state.normalized_loss, state.status = (result.loss, result.normalized_loss,
+                                                               reason_text(result.reason))
         else:
             state.status, state.progress = "done", 1.0
         self.report({"INFO"}, summary(self.setup, result))
