@@ -13,15 +13,39 @@ on the double-precision matrix (Factor.exact is False), which reaches a relative
 that should factor far from single precision's limits.
 """
 
+import weakref
+
 import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 from scipy.linalg import lapack
 from scipy.sparse.csgraph import reverse_cuthill_mckee
 
+try:  # numpy's switch for asking the kernel for huge pages (numpy ≥ 1.20, private)
+    from numpy._core.multiarray import _set_madvise_hugepage
+except ImportError:
+    _set_madvise_hugepage = None
+
+# released band factors kept for reuse: factoring into fresh memory faults in every page (a 64×64
+# cloth's factorization took 35 instead of 30 ms, 60 where numpy asked for huge pages)
+POOL_SIZE = 2
+
 # banded Cholesky is chosen while dofs·bandwidth² stays below this: up to a 128×128 grid
 # (2.9e10, 0.6 s per single-precision factorization against 2.5 s for SuperLU)
 BANDED_WORK_LIMIT = 5e10
+
+
+def _small_pages(alloc, *args, **kwargs):
+    """alloc(*args, **kwargs) without numpy's request for huge pages: on a machine whose memory
+    is fragmented the kernel compacts it at their first touch, which took as long as the
+    factorization written into them (Linux; elsewhere numpy does not ask)."""
+    if _set_madvise_hugepage is None:
+        return alloc(*args, **kwargs)
+    was = _set_madvise_hugepage(False)
+    try:
+        return alloc(*args, **kwargs)
+    finally:
+        _set_madvise_hugepage(was)
 
 
 class Factor:
@@ -80,6 +104,7 @@ class BlockSystem:
             self.lower = np.flatnonzero(i >= j)
             self.band_slots = (i - j + j * (self.kd + 1))[self.lower]
             self.band = np.zeros((self.kd + 1) * self.ndof, np.float32)
+            self._pool = []
 
     def slots(self, a, b):
         """Storage positions (P,9) of the 3×3 blocks (a, b) of free vertices; all in the pattern."""
@@ -127,7 +152,7 @@ class BlockSystem:
         """Factorize; a non-positive-definite matrix still gets a (LU) factor where possible."""
         if self.backend == "banded":
             self.band[self.band_slots] = data[self.lower]
-            chol, info = lapack.spbtrf(self.band.reshape(self.kd + 1, self.ndof, order="F"), lower=1)
+            chol, info = self._banded_cholesky()
             if info == 0:
                 perm = self.perm
 
@@ -148,6 +173,24 @@ class BlockSystem:
         # without pivoting, PD ⇔ every pivot of the symmetric elimination is positive
         pd = bool((lu.perm_r == lu.perm_c).all() and (lu.U.diagonal() > 0).all())
         return Factor(lu.solve, pd, 12 * (lu.L.nnz + lu.U.nnz))  # float64 value + int32 index
+
+    def _banded_cholesky(self):
+        """LAPACK's factor of the band, in place in a pooled buffer; the returned view gives the
+        buffer back to the pool when the last solve that reads it is gone."""
+        band = self.band.reshape(self.kd + 1, self.ndof, order="F")
+        base = self._pool.pop() if self._pool else _small_pages(np.empty_like, band, order="F")
+        np.copyto(base, band)
+        chol, info = lapack.spbtrf(base, lower=1, overwrite_ab=1)
+        if info != 0 or not np.shares_memory(chol, base):
+            self._release(base)
+            return chol, info
+        chol = base.view()
+        weakref.finalize(chol, self._release, base)
+        return chol, info
+
+    def _release(self, base):
+        if len(self._pool) < POOL_SIZE:
+            self._pool.append(base)
 
     def factor_general(self, data):
         """LU of a possibly indefinite matrix (adjoint fallback)."""

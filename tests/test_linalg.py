@@ -1,0 +1,47 @@
+"""Banded factorizations: buffers reused once released, never while a solve can still read them."""
+
+import gc
+
+import numpy as np
+
+import core as dc
+from core.integrator import Model
+
+
+def system_and_matrices(n=8):
+    verts, tris = dc.grid(n, n, size=0.4)
+    cloth = dc.Cloth(verts, tris, mass=0.1, pinned=[0])
+    model = Model(dc.Scene(cloth, steps=1, dt=0.05))
+    # stretched, so every spring is in tension and every matrix positive definite
+    mats = [model.matrix(model.potential.at(cloth.rest * stretch, 0)) for stretch in (1.0, 1.02, 1.05)]
+    return model.system, mats
+
+
+def exact(system, data, b):
+    return np.linalg.solve(system.matrix(data).toarray(), b)
+
+
+def test_a_kept_factor_solves_its_own_matrix_while_others_are_factored():
+    system, (a, b_mat, c) = system_and_matrices()
+    assert system.backend == "banded"
+    rhs = np.random.default_rng(1).normal(size=system.ndof)
+    first = system.factor(a)
+    second = system.factor(b_mat)
+    del second
+    gc.collect()
+    assert len(system._pool) == 1  # the released buffer waits for the next factorization
+    third = system.factor(c)
+    assert first.positive_definite and third.positive_definite
+    assert len(system._pool) == 0
+    for factor, data in ((first, a), (third, c)):
+        assert np.allclose(factor.solve(rhs), exact(system, data, rhs), rtol=1e-3, atol=1e-6 * np.abs(exact(system, data, rhs)).max())
+
+
+def test_a_matrix_that_fails_to_factor_gives_its_buffer_back():
+    system, (a, _, _) = system_and_matrices()
+    failed = system.factor(-a)
+    assert not failed.positive_definite
+    assert len(system._pool) == 1
+    kept = system.factor(a)
+    rhs = np.ones(system.ndof)
+    assert np.allclose(kept.solve(rhs), exact(system, a, rhs), rtol=1e-3)
