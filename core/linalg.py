@@ -31,7 +31,7 @@ except ImportError:
 POOL_SIZE = 2
 
 # banded Cholesky is chosen while dofs·bandwidth² stays below this: up to a 128×128 grid
-# (2.9e10, 0.6 s per single-precision factorization against 2.5 s for SuperLU)
+# (2.9e10, 0.35 s per single-precision factorization against 2.5 s for SuperLU)
 BANDED_WORK_LIMIT = 5e10
 
 
