@@ -35,15 +35,15 @@ POOL_SIZE = 2
 BANDED_WORK_LIMIT = 5e10
 
 
-def _small_pages(alloc, *args, **kwargs):
-    """alloc(*args, **kwargs) without numpy's request for huge pages: on a machine whose memory
-    is fragmented the kernel compacts it at their first touch, which took as long as the
-    factorization written into them (Linux; elsewhere numpy does not ask)."""
+def _fresh_band(band):
+    """An empty array shaped as band, without numpy's request for huge pages: on a machine whose
+    memory is fragmented the kernel compacts it at the first touch of such pages (Linux; numpy
+    asks nowhere else)."""
     if _set_madvise_hugepage is None:
-        return alloc(*args, **kwargs)
+        return np.empty_like(band, order="F")
     was = _set_madvise_hugepage(False)
     try:
-        return alloc(*args, **kwargs)
+        return np.empty_like(band, order="F")
     finally:
         _set_madvise_hugepage(was)
 
@@ -178,10 +178,10 @@ class BlockSystem:
         """LAPACK's factor of the band, in place in a pooled buffer; the returned view gives the
         buffer back to the pool when the last solve that reads it is gone."""
         band = self.band.reshape(self.kd + 1, self.ndof, order="F")
-        base = self._pool.pop() if self._pool else _small_pages(np.empty_like, band, order="F")
+        base = self._pool.pop() if self._pool else _fresh_band(band)
         np.copyto(base, band)
         chol, info = lapack.spbtrf(base, lower=1, overwrite_ab=1)
-        if info != 0 or not np.shares_memory(chol, base):
+        if info != 0 or not np.shares_memory(chol, base):  # failed, or LAPACK's wrapper copied
             self._release(base)
             return chol, info
         chol = base.view()

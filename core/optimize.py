@@ -180,13 +180,16 @@ def optimize(scene, loss, params, max_iter=100, callback=None, gtol=1e-10, ftol=
             run = _Run(design, loss, callback, clock, initial_loss, f.traj, within)
         if not np.isfinite(run.initial_loss):
             raise SimulationError("the starting design gives a non-finite loss", 0, 0)
-        reason = "within" if run.close_enough() else "converged"
-        if reason == "converged" and run.initial_loss > 0 and max_iter > 0:
+        if run.close_enough():
+            reason = "within"
+        elif run.initial_loss > 0 and max_iter > 0:
             try:
                 reason = (gauss_newton.minimize(design, loss, point, run, max_iter, gtol, rtol)
                           if method == "gauss-newton" else _lbfgsb(design, f, run, grad0, max_iter, gtol, ftol))
             except _Stop as stop:
                 reason = stop.args[0]
+        else:
+            reason = "converged"
         return run.result(reason, method)
 
 
