@@ -1,14 +1,14 @@
 """DiffCloth core: a differentiable mass-spring cloth simulator in numpy/scipy (never imports bpy)."""
 
 from .cloth import Cloth
-from .colliders import Plane, Sphere
+from .colliders import Plane, Sphere, inside_at_start
 from .integrator import SimulationError
 from .mesh import grid, triangulate
 from .scene import Scene
 from .simulate import SolverStats, Trajectory, simulate
 
 __all__ = ["Cloth", "Plane", "Scene", "SimulationError", "SolverStats", "Sphere", "Trajectory", "grid",
-           "simulate", "triangulate"]
+           "inside_at_start", "simulate", "triangulate"]
 from .adjoint import Gradient, value_and_grad
 from .losses import KeyframeLoss
 

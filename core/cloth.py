@@ -47,7 +47,7 @@ class Cloth:
         lengths = self.rest_lengths
         if (lengths <= 1e-9 * np.ptp(verts, axis=0).max()).any():
             k = int(np.argmin(lengths))
-            raise ValueError(f"spring {tuple(self.edges[k])} has zero rest length")
+            raise ValueError(f"spring {tuple(int(i) for i in self.edges[k])} has zero rest length")
         if not (np.isfinite(mass) and mass > 0):
             raise ValueError(f"cloth mass must be positive, got {mass}")
         if not (np.isfinite(damping) and damping >= 0):
@@ -64,6 +64,8 @@ class Cloth:
         if len(pinned) and (pinned.min() < 0 or pinned.max() >= self.n):
             bad = pinned[(pinned < 0) | (pinned >= self.n)][0]
             raise ValueError(f"pin index {bad} is out of range 0..{self.n - 1}")
+        if len(pinned) == self.n:
+            raise ValueError("every vertex is pinned: nothing to simulate")
         self.pinned = pinned
 
     @property

@@ -24,23 +24,32 @@ def _at(arr, t):
 
 
 class Sphere:
-    """Sphere collider; center (3,) or one center per frame (frames+1, 3)."""
+    """Sphere collider; center (3,) or one center per frame (frames+1, 3); radius one number or one
+    per frame (frames+1,) (a sphere whose scale is animated)."""
 
     def __init__(self, center, radius):
         self.center = _pose(center, "sphere center")
-        if np.ndim(radius) != 0 or not (np.isfinite(radius) and radius > 0):
-            raise ValueError(f"sphere radius must be positive (one number), got {radius}")
-        self.radius = float(radius)
+        radius = np.array(radius, dtype=np.float64)
+        if radius.ndim > 1 or not (np.isfinite(radius).all() and (radius > 0).all()):
+            raise ValueError(f"sphere radius must be positive (one number, or one per frame), got {radius}")
+        self.radius = float(radius) if radius.ndim == 0 else radius
+        # per-frame radii as (frames+1, 1) poses, so that _at interpolates them like the centers
+        self._radius = np.reshape(radius, (-1, 1)) if radius.ndim else radius.reshape(1)
 
     def n_poses(self):
-        return 1 if self.center.ndim == 1 else len(self.center)
+        return max(1 if a.ndim == 1 else len(a) for a in (self.center, self._radius))
+
+    def at(self, t):
+        """Center and radius at fractional frame t."""
+        return _at(self.center, t), float(_at(self._radius, t)[0])
 
     def distance(self, x, t):
         """Signed distance, its gradient direction and the inverse distance to the center."""
-        rel = x - _at(self.center, t)
+        center, radius = self.at(t)
+        rel = x - center
         dist = np.linalg.norm(rel, axis=1)
         inv = 1.0 / np.maximum(dist, 1e-12)
-        return dist - self.radius, rel * inv[:, None], inv
+        return dist - radius, rel * inv[:, None], inv
 
 
 class Plane:
@@ -57,7 +66,16 @@ class Plane:
     def n_poses(self):
         return max(1 if a.ndim == 1 else len(a) for a in (self.point, self.normal))
 
-    def distance(self, x, t):
+    def at(self, t):
+        """Point and unit normal at fractional frame t."""
         nrm = _at(self.normal, t)
-        nrm = nrm / np.linalg.norm(nrm)
-        return (x - _at(self.point, t)) @ nrm, np.broadcast_to(nrm, x.shape), None
+        return _at(self.point, t), nrm / np.linalg.norm(nrm)
+
+    def distance(self, x, t):
+        point, nrm = self.at(t)
+        return (x - point) @ nrm, np.broadcast_to(nrm, x.shape), None
+
+
+def inside_at_start(colliders, x0, tol):
+    """Per collider, how many of the positions x0 start deeper than tol inside it (behind a plane)."""
+    return [int((col.distance(x0, 0.0)[0] < -tol).sum()) for col in colliders]

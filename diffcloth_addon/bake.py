@@ -22,16 +22,22 @@ def clear_bake(obj):
 def bake(obj, positions, start, matrices):
     """Shape keys for frames start, start+1, … from world positions (frames, n, 3), each frame put
     into that frame's object space (matrices: (frames, 4, 4) world matrices), so a parented or
-    animated cloth shows what was simulated. Keys are linear: subframes blend linearly."""
+    animated cloth shows what was simulated. Keys are linear: subframes blend linearly.
+    All or nothing: every frame's shape is computed before the previous bake is touched."""
+    local = []
+    for frame, (world, mw) in enumerate(zip(positions, matrices), start):
+        inv = np.linalg.inv(mw)
+        co = world @ inv[:3, :3].T + inv[:3, 3]
+        if not np.isfinite(co).all():
+            raise np.linalg.LinAlgError(f"the object's transform at frame {frame} cannot be inverted")
+        local.append(co.ravel())
     clear_bake(obj)
     if obj.data.shape_keys is None:
         obj.shape_key_add(name="Basis", from_mix=False)
     names = []
-    for i, (world, mw) in enumerate(zip(positions, matrices)):
-        frame = start + i
-        inv = np.linalg.inv(mw)
+    for frame, co in enumerate(local, start):
         block = obj.shape_key_add(name=f"{BAKE_PREFIX}{frame:04d}", from_mix=False)
-        block.data.foreach_set("co", (world @ inv[:3, :3].T + inv[:3, 3]).ravel())
+        block.data.foreach_set("co", co)
         for f, value in ((frame - 1, 0.0), (frame, 1.0), (frame + 1, 0.0)):
             block.value = value
             block.keyframe_insert("value", frame=f)

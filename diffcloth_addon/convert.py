@@ -93,23 +93,33 @@ class _OwnKeysMuted:
             b.mute = mute
 
 
-def world_mesh(obj, depsgraph):
-    """World-space vertices (n,3) and triangles (T,3) of the evaluated object."""
+def evaluated_coords(obj, depsgraph):
+    """Local vertex coordinates (n,3) of the evaluated object, and its world matrix."""
     ev = obj.evaluated_get(depsgraph)
     mesh = ev.to_mesh()
     try:
-        n = len(mesh.vertices)
-        co = np.empty(n * 3)
+        co = np.empty(len(mesh.vertices) * 3)
         mesh.vertices.foreach_get("co", co)
-        co = co.reshape(n, 3)
-        mw = np.array(ev.matrix_world)
-        verts = co @ mw[:3, :3].T + mw[:3, 3]
+        return co.reshape(-1, 3), np.array(ev.matrix_world)
+    finally:
+        ev.to_mesh_clear()
+
+
+def to_world(co, mw):
+    return co @ mw[:3, :3].T + mw[:3, 3]
+
+
+def mesh_topology(obj, depsgraph):
+    """Triangles (T,3) of the evaluated object and its count of edges that bound no face."""
+    ev = obj.evaluated_get(depsgraph)
+    mesh = ev.to_mesh()
+    try:
         mesh.calc_loop_triangles()
         tris = np.empty(len(mesh.loop_triangles) * 3, np.int64)
         mesh.loop_triangles.foreach_get("vertices", tris)
         face_edges = {k for p in mesh.polygons for k in p.edge_keys}
         loose_edges = sum(1 for e in mesh.edges if e.key not in face_edges)
-        return verts, tris.reshape(-1, 3), loose_edges, co, mw
+        return tris.reshape(-1, 3), loose_edges
     finally:
         ev.to_mesh_clear()
 
@@ -132,12 +142,31 @@ def group_weights(obj, name, depsgraph):
         ev.to_mesh_clear()
 
 
-def collider_pose(obj, role):
-    """(center, radius) of a sphere or (point, normal) of a plane, from the (evaluated) object."""
+def evaluated(obj, depsgraph):
+    """Whether Blender evaluates obj (not disabled in viewports nor in an excluded or disabled
+    collection): otherwise its matrix, modifiers and shape keys are stale, whatever the frame."""
+    return obj.evaluated_get(depsgraph).is_evaluated
+
+
+def not_evaluated_message(what, obj):
+    return (f"{what} '{obj.name}' is disabled in viewports or in an excluded collection, so Blender does not "
+            "evaluate its animation, parents and modifiers: enable it for the run (hiding it with H is fine)")
+
+
+def scale_text(mw):
+    return "(" + ", ".join(f"{s:.3g}" for s in np.linalg.norm(mw[:3, :3], axis=0)) + ")"
+
+
+def collider_pose(obj, role, frame):
+    """(center, radius) of a sphere or (point, normal) of a plane from the evaluated object at a
+    frame; a collider shrunk to nothing is refused by name."""
     mw = np.array(obj.matrix_world)
-    loc = mw[:3, 3].copy()
-    scale = float(np.linalg.norm(mw[:3, :3], axis=0).max())
+    lin = mw[:3, :3]
+    kind = "sphere" if role == "SPHERE" else "plane"
+    if not np.isfinite(mw).all():
+        raise InputError(f"{kind} collider '{obj.name}' has a NaN or infinite transform at frame {frame}")
     if role == "SPHERE":
+        scale = float(np.linalg.norm(lin, axis=0).max())
         if obj.type == "MESH" and len(obj.data.vertices):
             co = np.empty(len(obj.data.vertices) * 3)
             obj.data.vertices.foreach_get("co", co)
@@ -146,13 +175,23 @@ def collider_pose(obj, role):
             radius = obj.empty_display_size * scale
         else:
             raise InputError(f"sphere collider '{obj.name}' must be a mesh or an empty")
-        return loc, radius
-    normal = mw[:3, :3] @ np.array([0.0, 0.0, 1.0])
-    return loc, normal / np.linalg.norm(normal)
+        if not radius > 0:
+            raise InputError(f"sphere collider '{obj.name}' has no size at frame {frame} (scale {scale_text(mw)}): "
+                             "give it a size, or set its Role to None")
+        return mw[:3, 3].copy(), radius
+    # the normal of the object's XY plane, which stays defined when the Z scale is 0; on the local Z side
+    normal = np.cross(lin[:, 0], lin[:, 1])
+    length = float(np.linalg.norm(normal))
+    if not length > 1e-12 * max(float(np.abs(lin).max()) ** 2, 1e-300):
+        raise InputError(f"plane collider '{obj.name}' is flattened to a line or a point at frame {frame} "
+                         f"(scale {scale_text(mw)}): its normal is undefined; give it an X and Y scale")
+    if normal @ lin[:, 2] < 0:
+        normal = -normal
+    return mw[:3, 3].copy(), normal / length
 
 
-def check_undeformed(obj, local_co):
-    """Refuse a cloth whose modifiers or (non-DiffCloth) shape keys move or add vertices.
+def check_undeformed(obj, local_co, frame):
+    """Refuse a cloth whose modifiers or (non-DiffCloth) shape keys move or add vertices at a frame.
 
     DiffCloth simulates the mesh as drawn and bakes the result to shape keys, which Blender
     applies first, under the modifiers: a modifier that moves vertices would act twice on the
@@ -172,8 +211,29 @@ def check_undeformed(obj, local_co):
                      if not b.name.startswith(BAKE_PREFIX) and not b.mute and b.value != 0]
     what = (f"its vertex count ({len(mesh.vertices)} → {len(local_co)})" if len(local_co) != len(mesh.vertices)
             else "its shape")
-    raise InputError(f"cloth '{obj.name}': {', '.join(culprits) or 'something'} change(s) {what}; DiffCloth "
-                     "bakes under the modifiers, so apply or disable them first")
+    raise InputError(f"cloth '{obj.name}': {', '.join(culprits) or 'something'} change(s) {what} at frame {frame}; "
+                     "DiffCloth bakes under the modifiers, so apply or disable them first")
+
+
+# Blender's own simulations, which would run on top of DiffCloth's bake
+BLENDER_PHYSICS = {"CLOTH": "Cloth", "SOFT_BODY": "Soft Body"}
+
+
+def check_cloth_object(obj):
+    """What can be told before evaluating anything: no Blender physics of its own."""
+    for m in obj.modifiers:
+        if m.type in BLENDER_PHYSICS and (m.show_viewport or m.show_render):
+            raise InputError(f"cloth '{obj.name}' also has Blender's own {BLENDER_PHYSICS[m.type]} physics "
+                             f"(modifier '{m.name}'), which would simulate on top of DiffCloth's bake: remove it "
+                             "(Properties › Physics)")
+
+
+def check_transform(obj, mw, frame):
+    """The cloth's world matrix must be invertible: every frame is baked into the cloth's own space."""
+    sv = np.linalg.svd(mw[:3, :3], compute_uv=False) if np.isfinite(mw).all() else np.zeros(3)
+    if not sv[-1] > 1e-9 * sv[0]:
+        raise InputError(f"cloth '{obj.name}' has a zero scale at frame {frame} (scale {scale_text(mw)}): DiffCloth "
+                         "bakes every frame into the cloth's own space, which needs a scale other than 0")
 
 
 def not_ready(scene, kind):
@@ -218,70 +278,135 @@ def pin_warnings(settings, scene, loss, cloth, target_names, start):
     return out
 
 
+def _read_cloth(cloth_obj, cs, depsgraph, start):
+    """The cloth at the start frame: world vertices, triangles, local vertices, pin indices."""
+    name = cloth_obj.name
+    local_co, mw = evaluated_coords(cloth_obj, depsgraph)
+    bad = ~np.isfinite(local_co).all(axis=1)
+    if bad.any():
+        raise InputError(f"cloth '{name}': vertex {int(np.argmax(bad))} has a NaN or infinite coordinate "
+                         f"({int(bad.sum())} such vertices)")
+    check_undeformed(cloth_obj, local_co, start)
+    tris, loose_edges = mesh_topology(cloth_obj, depsgraph)
+    if len(tris) == 0:
+        raise InputError(f"cloth '{name}' has no faces")
+    if loose_edges:
+        raise InputError(f"cloth '{name}' has {loose_edges} loose edge(s); delete them or fill faces")
+    pins = np.zeros(0, np.int64)
+    if cs.pin_group:
+        pins = np.flatnonzero(group_weights(cloth_obj, cs.pin_group, depsgraph) > 0.5)
+        if len(pins) == 0:
+            raise InputError(f"pin group '{cs.pin_group}' of cloth '{name}' has no vertex with a weight above 0.5: "
+                             "assign the vertices to pin, or clear Pin Group")
+        if len(pins) == len(local_co):
+            raise InputError(f"every vertex of '{name}' is pinned (pin group '{cs.pin_group}'): nothing to simulate")
+    return to_world(local_co, mw), tris, local_co, pins
+
+
+def _check_start(core_scene, cloth_name, colliders, start):
+    """Refuse a cloth that starts inside a collider (a penalty would fling it out)."""
+    x0 = core_scene.x0
+    tol = 1e-3 * float(np.ptp(x0, axis=0).max())
+    for obj, count in zip(colliders, dc.inside_at_start(core_scene.colliders, x0, tol)):
+        if not count:
+            continue
+        where = f"({count} of {len(x0)} vertices at frame {start})"
+        if obj.diffcloth.role == "PLANE":
+            raise InputError(f"cloth '{cloth_name}' starts behind plane collider '{obj.name}' {where}: a plane "
+                             "pushes along its normal (its local Z axis), which points away from the cloth here; "
+                             "turn the plane over or move the cloth in front of it")
+        raise InputError(f"cloth '{cloth_name}' starts inside sphere collider '{obj.name}' {where}: move them apart")
+
+
+def _loss(targets, target_pos, start, depsgraph_get, n):
+    """The keyframe loss of the targets' poses (frame: (name, positions)), and warnings for keys
+    that count for nothing; refused when every key does."""
+    by_name = {t.name: t for t in targets}
+    weights, vertex_weights, zero = {}, {}, []
+    for f, (name, _) in target_pos.items():
+        t = by_name[name]
+        weights[f - start] = t.diffcloth.weight
+        if t.diffcloth.weight_group:
+            vertex_weights[f - start] = group_weights(t, t.diffcloth.weight_group, depsgraph_get())
+        if weights[f - start] * (vertex_weights[f - start].sum() if f - start in vertex_weights else n) <= 0:
+            zero.append(f"'{name}' at frame {f}")
+    if len(zero) == len(target_pos):
+        raise InputError(f"every target counts for nothing (Weight 0, or a Weight Group of zero weights): "
+                         f"{', '.join(zero)}")
+    loss = dc.KeyframeLoss({f - start: pos for f, (_, pos) in target_pos.items()}, weights=weights,
+                           vertex_weights=vertex_weights or None)
+    return loss, [f"target {z} counts for nothing (Weight 0, or a Weight Group of zero weights)" for z in zero]
+
+
 def gather(context, cloth_name=None, need_targets=True, use_active=True):
     """Read the scene into a Setup; raises InputError for user mistakes. Restores the frame.
     use_active: with several cloths and no name, take the active object if it is one."""
     scene = context.scene
     settings = scene.diffcloth
     cloth_obj = find_cloth(scene, cloth_name, context.active_object if use_active else None)
+    check_cloth_object(cloth_obj)
     cs = cloth_obj.diffcloth
+    name = cloth_obj.name
     start, end = frame_range(scene)
     if end <= start:
         raise InputError(f"the frame range {start}-{end} is empty")
-    frames = list(range(start, end + 1))
     targets = [o for o in scene.objects if o.diffcloth.role == "TARGET"]
     for t in targets:
         owner = t.diffcloth.cloth
         if owner is not None and (owner.type != "MESH" or owner.diffcloth.role != "CLOTH"):
             raise InputError(f"target '{t.name}' poses '{owner.name}', which is not marked as Cloth")
     targets = [t for t in targets if t.diffcloth.cloth in (None, cloth_obj)]
+    target_frames = {o.name: sorted(keyed_frames(o)) for o in targets}
+    for t in targets:
+        outside = [f for f in target_frames[t.name] if not start <= f <= end]
+        if outside:
+            raise InputError(f"target '{t.name}' has keyframes at {outside}, outside the frame range {start}-{end}")
+        if target_frames[t.name] and t.type != "MESH":
+            raise InputError(f"target '{t.name}' is not a mesh")
+    colliders = [o for o in scene.objects if o.diffcloth.role in ("SPHERE", "PLANE")]
+    warnings = []
+    poses = {o.name: [] for o in colliders}
+    pin_path, matrices, target_pos = [], [], {}
     original_frame = scene.frame_current
     try:
-        scene.frame_set(start)
-        with _OwnKeysMuted(cloth_obj):
+        with _OwnKeysMuted(cloth_obj):  # read the cloth as it is without DiffCloth's bake, at every frame
+            scene.frame_set(start)
             context.view_layer.update()
             depsgraph = context.evaluated_depsgraph_get()
-            verts, tris, loose_edges, local_co, _ = world_mesh(cloth_obj, depsgraph)
-            check_undeformed(cloth_obj, local_co)
-            pins = (np.flatnonzero(group_weights(cloth_obj, cs.pin_group, depsgraph) > 0.5)
-                    if cs.pin_group else np.zeros(0, np.int64))
-        if len(tris) == 0:
-            raise InputError(f"cloth '{cloth_obj.name}' has no faces")
-        if loose_edges:
-            raise InputError(f"cloth '{cloth_obj.name}' has {loose_edges} loose edge(s); delete them or fill faces")
-        try:
-            cloth = dc.Cloth(verts, tris, mass=cs.mass, k_tension=cs.tension, k_bending=cs.bending,
-                             damping=cs.damping, pinned=pins)
-        except ValueError as err:
-            raise InputError(f"cloth '{cloth_obj.name}': {err}") from None
-
-        colliders = [o for o in scene.objects if o.diffcloth.role in ("SPHERE", "PLANE")]
-        poses = {o.name: [] for o in colliders}
-        pin_path, matrices = [], []
-        target_pos = {}
-        target_frames = {o.name: sorted(keyed_frames(o)) for o in targets}
-        for t in targets:
-            outside = [f for f in target_frames[t.name] if not start <= f <= end]
-            if outside:
-                raise InputError(f"target '{t.name}' has keyframes at {outside}, outside the frame range "
-                                 f"{start}-{end}")
-        for f in frames:
-            scene.frame_set(f)
-            depsgraph = context.evaluated_depsgraph_get()
-            for o in colliders:
-                poses[o.name].append(collider_pose(o.evaluated_get(depsgraph), o.diffcloth.role))
-            mw = np.array(cloth_obj.evaluated_get(depsgraph).matrix_world)
-            matrices.append(mw)
-            if len(pins):
-                pin_path.append(local_co[pins] @ mw[:3, :3].T + mw[:3, 3])
+            if not evaluated(cloth_obj, depsgraph):
+                raise InputError(not_evaluated_message("cloth", cloth_obj))
+            for o in [o for o in colliders if not evaluated(o, depsgraph)]:
+                warnings.append(f"collider '{o.name}' is disabled in viewports or in an excluded collection: "
+                                "ignored, as by Blender's own physics")
+                colliders.remove(o)
             for t in targets:
-                if f in target_frames[t.name]:
-                    if t.type != "MESH":
-                        raise InputError(f"target '{t.name}' is not a mesh")
-                    tv = world_mesh(t, depsgraph)[0]
+                if target_frames[t.name] and not evaluated(t, depsgraph):
+                    raise InputError(not_evaluated_message("target", t))
+            verts, tris, local_co, pins = _read_cloth(cloth_obj, cs, depsgraph, start)
+            try:
+                cloth = dc.Cloth(verts, tris, mass=cs.mass, k_tension=cs.tension, k_bending=cs.bending,
+                                 damping=cs.damping, pinned=pins)
+            except ValueError as err:
+                raise InputError(f"cloth '{name}': {err}") from None
+            for f in range(start, end + 1):
+                scene.frame_set(f)
+                depsgraph = context.evaluated_depsgraph_get()
+                co, mw = evaluated_coords(cloth_obj, depsgraph)
+                check_undeformed(cloth_obj, co, f)
+                check_transform(cloth_obj, mw, f)
+                matrices.append(mw)
+                if len(pins):
+                    pin_path.append(to_world(local_co[pins], mw))
+                for o in colliders:
+                    poses[o.name].append(collider_pose(o.evaluated_get(depsgraph), o.diffcloth.role, f))
+                for t in targets:
+                    if f not in target_frames[t.name]:
+                        continue
+                    tv = to_world(*evaluated_coords(t, depsgraph))
                     if len(tv) != cloth.n:
-                        raise InputError(f"target '{t.name}' has {len(tv)} vertices, cloth '{cloth_obj.name}' "
-                                         f"has {cloth.n}")
+                        raise InputError(f"target '{t.name}' has {len(tv)} vertices, cloth '{name}' has {cloth.n}")
+                    if not np.isfinite(tv).all():
+                        raise InputError(f"target '{t.name}' has a NaN or infinite vertex at frame {f}")
                     if f in target_pos:
                         raise InputError(f"targets '{target_pos[f][0]}' and '{t.name}' are both keyed at frame {f}")
                     target_pos[f] = (t.name, tv)
@@ -292,37 +417,25 @@ def gather(context, cloth_name=None, need_targets=True, use_active=True):
         raise InputError(NO_KEYS if targets else NO_TARGETS)
     built = []
     for o in colliders:
-        pose = poses[o.name]
-        if o.diffcloth.role == "SPHERE":
-            center = _constant(np.array([p[0] for p in pose]))
-            built.append(dc.Sphere(center, pose[0][1]))
-        else:
-            built.append(dc.Plane(_constant(np.array([p[0] for p in pose])),
-                                  _constant(np.array([p[1] for p in pose]))))
+        a, b = (_constant(np.array(p)) for p in zip(*poses[o.name]))
+        built.append(dc.Sphere(a, b) if o.diffcloth.role == "SPHERE" else dc.Plane(a, b))
     pin_path = _constant(np.array(pin_path)) if len(pins) else None
     if pin_path is not None and pin_path.ndim == 2:
         pin_path = None  # static pins stay where the mesh has them
     core_scene = dc.Scene(cloth, steps=end - start, dt=frame_time(scene), substeps=cs.substeps,
                           colliders=built, contact_stiffness=cs.contact_stiffness, contact_thickness=cs.thickness,
                           pin_path=pin_path)
-    by_name = {t.name: t for t in targets}
+    _check_start(core_scene, name, colliders, start)
     loss = None
     if target_pos:
-        vertex_weights = {}
-        for f, (name, _) in target_pos.items():
-            t = by_name[name]
-            if t.diffcloth.weight_group:
-                vertex_weights[f - start] = group_weights(t, t.diffcloth.weight_group,
-                                                          context.evaluated_depsgraph_get())
-        loss = dc.KeyframeLoss({f - start: pos for f, (_, pos) in target_pos.items()},
-                               weights={f - start: by_name[name].diffcloth.weight for f, (name, _) in target_pos.items()},
-                               vertex_weights=vertex_weights or None)
-    names = {f - start: name for f, (name, _) in target_pos.items()}
+        loss, zero = _loss(targets, target_pos, start, context.evaluated_depsgraph_get, cloth.n)
+        warnings += zero
+    names = {f - start: t for f, (t, _) in target_pos.items()}
     return Setup(cloth_obj=cloth_obj, scene=core_scene, loss=loss, start=start, end=end,
                  matrices=np.array(matrices),
-                 warnings=pin_warnings(settings, core_scene, loss, cloth_obj.name, names, start),
+                 warnings=warnings + pin_warnings(settings, core_scene, loss, name, names, start),
                  posed_pins=dc.posed_pins(core_scene, loss, PIN_SLACK) if loss else np.zeros(0, np.int64),
-                 target_frames={n: fr for n, fr in target_frames.items()})
+                 target_frames=target_frames)
 
 
 def params_from_settings(settings, setup):
@@ -356,13 +469,13 @@ def params_from_settings(settings, setup):
 
 
 def stored_array(stored, key, size):
-    """A stored result's array (read in place from Blender's compact double array), or None if
-    absent or no longer of that size (the mesh or frame range changed since)."""
+    """A copy of a stored result's array (through the buffer of Blender's compact double array, no
+    Python list), or None if absent or no longer of that size (the mesh or frame range changed
+    since). A copy, not a view: the next run replaces the property and frees its memory."""
     value = stored.get(key) if stored else None
-    if value is None:
+    if value is None or len(value) != size:
         return None
-    arr = np.asarray(value, dtype=np.float64).ravel()
-    return arr if arr.size == size else None
+    return np.array(value, dtype=np.float64).ravel()
 
 
 def apply_stored_result(setup):
@@ -397,8 +510,16 @@ def stored_motion(setup, scene):
     return None if motion is None else motion.reshape(scene.n_steps + 1, scene.cloth.n, 3)
 
 
+def replace_property(owner, key, value):
+    """owner[key] = value as a new ID property: assigning an array over an existing array property
+    writes into it in place without resizing it (bpy 4.2 and 5.2), leaving a stale tail behind a
+    shorter array and writing past the end of a longer one."""
+    owner.pop(key, None)
+    owner[key] = value
+
+
 def store_motion(setup, step_x):
-    setup.cloth_obj[MOTION_KEY] = np.asarray(step_x, dtype=np.float64).ravel()
+    replace_property(setup.cloth_obj, MOTION_KEY, np.asarray(step_x, dtype=np.float64).ravel())
 
 
 def pin_base(scene):
@@ -424,7 +545,7 @@ def store_result(setup, result):
     # per keyframe (scene frame): mean and largest distance (m) before, then after
     stored["keyframes"] = {str(f + setup.start): list(d) for f, d in result.keyframes.items()}
     stored["max_control_acceleration"] = sc.max_control_acceleration()
-    setup.cloth_obj[RESULT_KEY] = stored
+    replace_property(setup.cloth_obj, RESULT_KEY, stored)
 
 
 def uniform(stored, key):

@@ -3,6 +3,7 @@
 import time
 
 import bpy
+import numpy as np
 from bpy.props import StringProperty
 
 from . import bake, convert, runner
@@ -40,7 +41,10 @@ def finish(context, setup, run):
         raise convert.InputError(f"cloth '{name}' was deleted or changed during the run; nothing was written")
     setup.cloth_obj = cloth  # an undo during the run reloads the data: look it up again
     motion = run.result if setup.kind == "simulate" else run.result.trajectory
-    bake.bake(cloth, motion.x, setup.start, setup.matrices)
+    try:
+        bake.bake(cloth, motion.x, setup.start, setup.matrices)
+    except np.linalg.LinAlgError as err:
+        raise convert.InputError(f"cloth '{name}': {err}; nothing was written") from None
     convert.store_motion(setup, motion.step_x)
     if setup.kind == "optimize":
         convert.store_result(setup, run.result)
@@ -92,7 +96,7 @@ class _Run(_ClothName, bpy.types.Operator):
 
     def _start(self, context, runner_class):
         self.setup, job = prepare(context, self.kind, self.cloth or None)
-        for warning in self.setup.warnings if self.kind == "optimize" else ():
+        for warning in self.setup.warnings:
             self.report({"WARNING"}, warning)
         self.run = runner_class(job)
         state = context.window_manager.diffcloth

@@ -88,15 +88,14 @@ class _Stage:
 def _collider_meshes(stage, colliders, frame, offset, reach, centre):
     for col in colliders:
         if hasattr(col, "radius"):
-            c = col.center[frame] if col.center.ndim == 2 else col.center
+            c, radius = col.at(frame)
             u, v = np.meshgrid(np.linspace(0, np.pi, 17), np.linspace(0, 2 * np.pi, 33), indexing="ij")
             pts = np.stack([np.sin(u) * np.cos(v), np.sin(u) * np.sin(v), np.cos(u)], -1).reshape(-1, 3)
             faces = [(i * 33 + j, i * 33 + j + 1, (i + 1) * 33 + j + 1, (i + 1) * 33 + j)
                      for i in range(16) for j in range(32)]
-            stage.mesh("sphere", c + col.radius * pts + offset, faces, COLLIDER)
+            stage.mesh("sphere", c + radius * pts + offset, faces, COLLIDER)
         else:
-            p = col.point[frame] if col.point.ndim == 2 else col.point
-            n = col.normal[frame] if col.normal.ndim == 2 else col.normal
+            p, n = col.at(frame)
             a = np.cross(n, [1.0, 0, 0] if abs(n[0]) < 0.9 else [0, 1.0, 0])
             a /= np.linalg.norm(a)
             b = np.cross(n, a)

@@ -587,7 +587,7 @@ def test_bad_input_reports_and_leaves_scene_untouched(blank, problem, message):
     elif problem == "diverges":
         cloth.diffcloth.tension = 1e9
         cloth.diffcloth.contact_stiffness = 1e9
-        bpy.ops.mesh.primitive_uv_sphere_add(radius=0.5, location=(0, 0, -0.1))
+        bpy.ops.mesh.primitive_uv_sphere_add(radius=0.2, location=(0, 0, -0.25))
         bpy.context.active_object.diffcloth.role = "SPHERE"
     elif problem == "nothing to optimize":
         scene.diffcloth.opt_tension = False

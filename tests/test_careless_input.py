@@ -1,0 +1,435 @@
+"""Careless input through the operators in the real Blender: re-runs after edits, broken meshes,
+colliders, targets, hidden and animated objects. Every case ends as a named refusal with the scene
+exactly as before, or as a result that matches a plain simulation."""
+
+import math
+
+import numpy as np
+import pytest
+
+bpy = pytest.importorskip("bpy")
+
+from test_addon import evaluated, grid_cloth, ops_report  # noqa: E402
+
+
+def snapshot(context):
+    """What a refusal must leave as it was: objects, vertices, shape keys with their animation, ID
+    properties, DiffCloth settings, the current frame."""
+    state = {"frame": context.scene.frame_current, "objects": sorted(o.name for o in bpy.data.objects)}
+    for obj in bpy.data.objects:
+        # the settings are read through RNA below (on bpy 4.2 reading a pointer setting adds it to the raw storage)
+        entry = {"props": {k: _plain(obj[k]) for k in obj.keys() if k != "diffcloth"},
+                 "settings": {p: _plain(getattr(obj.diffcloth, p)) for p in obj.diffcloth.bl_rna.properties.keys()
+                              if p != "rna_type"},
+                 "matrix": np.array(obj.matrix_world).tobytes()}
+        if obj.type == "MESH":
+            mesh = obj.data
+            co = np.empty(len(mesh.vertices) * 3)
+            mesh.vertices.foreach_get("co", co)
+            entry["co"] = co.tobytes()
+            keys = mesh.shape_keys
+            if keys is not None:
+                entry["keys"] = []
+                for b in keys.key_blocks:
+                    kco = np.empty(len(b.data) * 3)
+                    b.data.foreach_get("co", kco)
+                    entry["keys"].append((b.name, b.value, b.mute, kco.tobytes()))
+                anim = keys.animation_data
+                entry["key_anim"] = None if anim is None or anim.action is None else sorted(
+                    (fc.data_path, tuple(tuple(k.co) for k in fc.keyframe_points)) for fc in _fcurves(anim))
+        state[obj.name] = entry
+    return state
+
+
+def _fcurves(anim):
+    from diffcloth.diffcloth_addon import convert
+    return convert.action_fcurves(anim)
+
+
+def _plain(value):
+    if hasattr(value, "to_dict"):
+        return {k: _plain(v) for k, v in value.to_dict().items()}
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if hasattr(value, "to_list"):
+        return value.to_list()
+    if isinstance(value, bpy.types.ID):
+        return value.name
+    if isinstance(value, (list, tuple)) or (hasattr(value, "__len__") and not isinstance(value, str)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def refused(context, op, message):
+    """op is refused with message, and the scene is exactly as before."""
+    context.view_layer.update()  # the matrices of objects just moved
+    before = snapshot(context)
+    out = ops_report(op)
+    assert out != {"FINISHED"}, f"expected a refusal saying {message!r}"
+    assert message in str(out), str(out)
+    assert snapshot(context) == before
+    assert not context.window_manager.diffcloth.running
+
+
+def motion(cloth):
+    return np.asarray(cloth["diffcloth_motion"], dtype=np.float64)
+
+
+def baked(context, cloth, frames):
+    out = []
+    for f in frames:
+        context.scene.frame_set(f)
+        out.append(evaluated(cloth))
+    return np.array(out)
+
+
+def plain_simulation(context):
+    """The cloth's motion simulated by core from the scene as gathered (world positions per frame)."""
+    from diffcloth import core
+    from diffcloth.diffcloth_addon import convert
+    return core.simulate(convert.gather(context, need_targets=False).scene).x
+
+
+def grid_mesh(n, size=0.4):
+    bpy.ops.mesh.primitive_grid_add(x_subdivisions=n - 1, y_subdivisions=n - 1, size=size)
+    tmp = bpy.context.active_object
+    mesh = tmp.data
+    bpy.data.objects.remove(tmp)
+    return mesh
+
+
+# (before, after) of a re-run: frames (end), substeps, vertices (grid side)
+EDITS = {
+    "more substeps": (dict(substeps=1), dict(substeps=2)),
+    "fewer substeps": (dict(substeps=2), dict(substeps=1)),
+    "more frames": (dict(end=6), dict(end=11)),
+    "fewer frames": (dict(end=11), dict(end=6)),
+    "more vertices": (dict(side=6), dict(side=8)),
+    "fewer vertices": (dict(side=8), dict(side=5)),
+}
+
+
+def apply_edit(context, cloth, edit):
+    if "substeps" in edit:
+        cloth.diffcloth.substeps = edit["substeps"]
+    if "end" in edit:
+        context.scene.frame_end = edit["end"]
+    if "side" in edit:
+        old = cloth.data
+        cloth.data = grid_mesh(edit["side"])
+        if old.users == 0:
+            bpy.data.meshes.remove(old)
+
+
+@pytest.mark.parametrize("edit", list(EDITS))
+def test_rerun_after_an_edit_stores_the_new_motion_whole(blank, edit):
+    """Re-simulating after raising Substeps, extending the range or adding vertices crashed
+    Blender (an ID-property array written in place over a shorter one); shrinking left a stale
+    tail. The stored motion must be exactly the new run's, and the bake what was simulated."""
+    first, second = EDITS[edit]
+    scene = blank.scene
+    scene.frame_start, scene.frame_end = 1, 6
+    cloth = grid_cloth(pins=False)
+    apply_edit(blank, cloth, first)
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    apply_edit(blank, cloth, second)
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    n, steps = len(cloth.data.vertices), scene.frame_end - scene.frame_start
+    stored = motion(cloth).reshape(-1, n, 3)
+    assert len(stored) == steps * cloth.diffcloth.substeps + 1
+    frames = range(scene.frame_start, scene.frame_end + 1)
+    shown = baked(blank, cloth, frames)
+    assert np.abs(stored[::cloth.diffcloth.substeps] - shown).max() < 1e-5
+    # and it is the simulation of the scene as it now is
+    scene.frame_set(1)
+    assert np.abs(plain_simulation(blank) - shown).max() < 1e-5
+
+
+def test_reoptimize_after_extending_the_range_stores_the_new_design_whole(blank):
+    """The optimized design (per-frame control forces) follows the new frame range."""
+    scene = blank.scene
+    scene.frame_start, scene.frame_end = 1, 6
+    cloth = grid_cloth()
+    target = bpy.data.objects.new("Target", cloth.data.copy())
+    blank.collection.objects.link(target)
+    target.diffcloth.role = "TARGET"
+    target.location = (0.0, 0.0, -0.02)
+    target.keyframe_insert("location", frame=6)
+    settings = scene.diffcloth
+    settings.opt_tension, settings.opt_forces, settings.force_basis, settings.max_iterations = False, True, "FRAMES", 2
+    assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
+    n = len(cloth.data.vertices)
+    assert len(cloth["diffcloth_result"]["forces"]) == 5 * n * 3
+    scene.frame_end = 11
+    assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
+    assert len(cloth["diffcloth_result"]["forces"]) == 10 * n * 3
+    assert len(motion(cloth)) == 11 * n * 3
+    scene.frame_end = 4
+    target.animation_data_clear()
+    target.keyframe_insert("location", frame=4)
+    assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
+    assert len(cloth["diffcloth_result"]["forces"]) == 3 * n * 3
+    assert len(motion(cloth)) == 4 * n * 3
+
+
+def test_every_vertex_pinned(blank):
+    cloth = grid_cloth(pins=False)
+    cloth.vertex_groups.new(name="all").add(list(range(len(cloth.data.vertices))), 1.0, "REPLACE")
+    cloth.diffcloth.pin_group = "all"
+    refused(blank, bpy.ops.diffcloth.simulate, "every vertex of 'Cloth' is pinned (pin group 'all'): nothing to simulate")
+
+
+def test_empty_pin_group(blank):
+    cloth = grid_cloth(pins=False)
+    cloth.vertex_groups.new(name="pins")
+    cloth.diffcloth.pin_group = "pins"
+    refused(blank, bpy.ops.diffcloth.simulate, "pin group 'pins' of cloth 'Cloth' has no vertex with a weight above 0.5")
+
+
+def test_nan_vertex_is_named(blank):
+    cloth = grid_cloth()
+    cloth.data.vertices[3].co.x = math.nan
+    refused(blank, bpy.ops.diffcloth.simulate, "cloth 'Cloth': vertex 3 has a NaN or infinite coordinate")
+
+
+def test_non_manifold_edge_names_plain_vertex_indices(blank):
+    mesh = bpy.data.meshes.new("Fan")
+    mesh.from_pydata([(0, 0, 0), (1, 0, 0), (0, 1, 0), (0, -1, 0), (0, 0, 1)], [],
+                     [(0, 1, 2), (1, 0, 3), (0, 1, 4)])
+    obj = bpy.data.objects.new("Fan", mesh)
+    blank.collection.objects.link(obj)
+    obj.diffcloth.role = "CLOTH"
+    refused(blank, bpy.ops.diffcloth.simulate, "cloth 'Fan': edge (0, 1) is shared by 3 triangles (non-manifold mesh)")
+
+
+def test_scale_animated_to_zero_is_refused_and_the_previous_bake_stays(blank):
+    scene = blank.scene
+    scene.frame_start, scene.frame_end = 1, 6
+    cloth = grid_cloth()
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    cloth.keyframe_insert("scale", frame=1)
+    cloth.scale = (0.0, 0.0, 0.0)
+    cloth.keyframe_insert("scale", frame=6)
+    scene.frame_set(1)
+    refused(blank, bpy.ops.diffcloth.simulate, "cloth 'Cloth' has a zero scale at frame 6 (scale (0, 0, 0))")
+
+
+def test_a_bake_that_cannot_be_written_leaves_the_previous_bake(blank):
+    """All or nothing at the bake itself: a singular matrix at one frame writes no key."""
+    from diffcloth.diffcloth_addon import bake
+    scene = blank.scene
+    scene.frame_start, scene.frame_end = 1, 6
+    cloth = grid_cloth()
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    before = snapshot(blank)
+    matrices = np.repeat(np.eye(4)[None], 6, axis=0)
+    matrices[3, :3, :3] = 0.0
+    with pytest.raises(np.linalg.LinAlgError):
+        bake.bake(cloth, np.zeros((6, len(cloth.data.vertices), 3)), 1, matrices)
+    assert snapshot(blank) == before
+
+
+def test_sphere_with_animated_scale_keeps_the_cloth_out_at_every_frame(blank):
+    scene = blank.scene
+    scene.frame_start, scene.frame_end = 1, 11
+    cloth = grid_cloth(pins=False)
+    bpy.ops.mesh.primitive_uv_sphere_add(radius=0.25, location=(0, 0, -0.3))
+    sphere = bpy.context.active_object
+    sphere.diffcloth.role = "SPHERE"
+    sphere.keyframe_insert("scale", frame=1)
+    sphere.scale = (2.0, 2.0, 2.0)
+    sphere.keyframe_insert("scale", frame=11)
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    deepest = []
+    for f in range(1, 12):
+        scene.frame_set(f)
+        radius = 0.25 * sphere.matrix_world.to_scale()[0]
+        deepest.append(radius - np.linalg.norm(evaluated(cloth) - np.array(sphere.matrix_world.translation), axis=1).min())
+    assert max(deepest) < 2e-3, deepest
+    assert deepest[-1] > -2e-3  # the cloth does lie on the grown sphere
+
+
+def test_blender_cloth_physics_on_the_cloth_is_refused(blank):
+    cloth = grid_cloth()
+    cloth.modifiers.new("Cloth", "CLOTH")
+    refused(blank, bpy.ops.diffcloth.simulate, "cloth 'Cloth' also has Blender's own Cloth physics (modifier 'Cloth')")
+
+
+def test_shape_key_animated_after_the_start_is_refused(blank):
+    scene = blank.scene
+    scene.frame_start, scene.frame_end = 1, 12
+    cloth = grid_cloth()
+    cloth.shape_key_add(name="Basis")
+    sag = cloth.shape_key_add(name="Sag")
+    for p in sag.data:
+        p.co.z -= 0.1
+    for frame, value in ((1, 0.0), (8, 0.0), (9, 1.0)):
+        sag.value = value
+        sag.keyframe_insert("value", frame=frame)
+    sag.value = 0.0
+    scene.frame_set(1)
+    refused(blank, bpy.ops.diffcloth.simulate, "shape key 'Sag' change(s) its shape at frame 9")
+
+
+def test_modifier_animated_after_the_start_is_refused(blank):
+    scene = blank.scene
+    scene.frame_start, scene.frame_end = 1, 8
+    cloth = grid_cloth()
+    displace = cloth.modifiers.new("Displace", "DISPLACE")
+    for frame, strength in ((1, 0.0), (4, 0.0), (5, 0.1)):
+        displace.strength = strength
+        displace.keyframe_insert("strength", frame=frame)
+    scene.frame_set(1)
+    refused(blank, bpy.ops.diffcloth.simulate, "modifier 'Displace' change(s) its shape at frame 5")
+
+
+def animate_location(obj):
+    obj.keyframe_insert("location", frame=1)
+    obj.location = (0.3, 0.0, 0.2)
+    obj.keyframe_insert("location", frame=6)
+
+
+@pytest.mark.parametrize("how", ["disabled in viewports", "excluded collection", "disabled collection"])
+def test_a_cloth_blender_does_not_evaluate_is_refused(blank, how):
+    scene = blank.scene
+    scene.frame_start, scene.frame_end = 1, 6
+    cloth = grid_cloth()
+    animate_location(cloth)
+    if how == "disabled in viewports":
+        cloth.hide_viewport = True
+    else:
+        col = bpy.data.collections.new("Hidden")
+        scene.collection.children.link(col)
+        for c in list(cloth.users_collection):
+            c.objects.unlink(cloth)
+        col.objects.link(cloth)
+        if how == "excluded collection":
+            blank.view_layer.layer_collection.children["Hidden"].exclude = True
+        else:
+            col.hide_viewport = True
+    scene.frame_set(1)
+    refused(blank, bpy.ops.diffcloth.simulate, "cloth 'Cloth' is disabled in viewports or in an excluded collection")
+
+
+def test_a_cloth_hidden_with_h_simulates_as_when_visible(blank):
+    scene = blank.scene
+    scene.frame_start, scene.frame_end = 1, 6
+    cloth = grid_cloth()
+    animate_location(cloth)
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    visible = baked(blank, cloth, range(1, 7))
+    cloth.hide_set(True)
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    cloth.hide_set(False)
+    assert np.abs(baked(blank, cloth, range(1, 7)) - visible).max() < 1e-6
+    pins = [v.index for v in cloth.data.vertices if v.groups]
+    assert np.abs(visible[-1][pins] - visible[0][pins] - [0.3, 0.0, 0.2]).max() < 1e-5  # the pins were carried
+
+
+def test_a_collider_blender_does_not_evaluate_is_ignored_with_a_warning(blank):
+    from diffcloth.diffcloth_addon import operators
+    scene = blank.scene
+    scene.frame_start, scene.frame_end = 1, 6
+    grid_cloth()
+    bpy.ops.mesh.primitive_uv_sphere_add(radius=0.1, location=(0, 0, -0.2))
+    sphere = bpy.context.active_object
+    sphere.diffcloth.role = "SPHERE"
+    sphere.hide_viewport = True
+    setup, _ = operators.prepare(blank, "simulate")
+    assert setup.scene.colliders == []
+    assert setup.warnings == ["collider 'Sphere' is disabled in viewports or in an excluded collection: ignored, "
+                              "as by Blender's own physics"]
+
+
+@pytest.mark.parametrize("scale,message", [
+    ((0.0, 0.0, 0.0), "sphere collider 'Sphere' has no size at frame 1 (scale (0, 0, 0))"),
+])
+def test_zero_size_sphere_is_named(blank, scale, message):
+    grid_cloth()
+    bpy.ops.mesh.primitive_uv_sphere_add(radius=0.1, location=(0, 0, -0.5))
+    bpy.context.active_object.diffcloth.role = "SPHERE"
+    bpy.context.active_object.scale = scale
+    refused(blank, bpy.ops.diffcloth.simulate, message)
+
+
+def add_plane(location=(0, 0, -0.3), rotation=(0, 0, 0), scale=(1, 1, 1)):
+    bpy.ops.mesh.primitive_plane_add(size=2.0, location=location, rotation=rotation)
+    plane = bpy.context.active_object
+    plane.name = "Floor"
+    plane.scale = scale
+    plane.diffcloth.role = "PLANE"
+    return plane
+
+
+def test_flattened_plane_is_named(blank):
+    grid_cloth()
+    add_plane(scale=(0.0, 1.0, 1.0))
+    refused(blank, bpy.ops.diffcloth.simulate, "plane collider 'Floor' is flattened to a line or a point at frame 1")
+
+
+def test_plane_with_zero_z_scale_still_collides(blank):
+    from diffcloth.diffcloth_addon import convert
+    grid_cloth()
+    add_plane(scale=(3.0, 3.0, 0.0))
+    plane = convert.gather(blank, need_targets=False).scene.colliders[0]
+    assert np.allclose(plane.normal, [0, 0, 1])
+
+
+def test_upside_down_plane_is_refused(blank):
+    grid_cloth()
+    add_plane(rotation=(math.pi, 0, 0))
+    refused(blank, bpy.ops.diffcloth.simulate, "cloth 'Cloth' starts behind plane collider 'Floor' (36 of 36 vertices "
+            "at frame 1): a plane pushes along its normal (its local Z axis)")
+
+
+def test_cloth_starting_inside_a_sphere_is_refused(blank):
+    grid_cloth()
+    bpy.ops.mesh.primitive_uv_sphere_add(radius=0.1, location=(0.0, 0.0, 0.05))
+    bpy.context.active_object.diffcloth.role = "SPHERE"
+    refused(blank, bpy.ops.diffcloth.simulate, "cloth 'Cloth' starts inside sphere collider 'Sphere' (4 of 36 "
+            "vertices at frame 1): move them apart")
+
+
+@pytest.fixture
+def keyed(blank):
+    """A cloth and a target keyed at scene frame 13 (the range starts at 2)."""
+    scene = blank.scene
+    scene.frame_start, scene.frame_end = 2, 13
+    cloth = grid_cloth()
+    target = bpy.data.objects.new("Target", cloth.data.copy())
+    blank.collection.objects.link(target)
+    target.diffcloth.role = "TARGET"
+    target.location = (0.0, 0.0, -0.05)
+    target.keyframe_insert("location", frame=13)
+    scene.frame_set(2)
+    return cloth, target
+
+
+def test_nan_in_a_target_names_it_and_the_scene_frame(keyed, blank):
+    _, target = keyed
+    target.data.vertices[2].co.y = math.nan
+    refused(blank, bpy.ops.diffcloth.optimize, "target 'Target' has a NaN or infinite vertex at frame 13")
+
+
+def test_a_target_blender_does_not_evaluate_is_refused(keyed, blank):
+    _, target = keyed
+    target.hide_viewport = True
+    refused(blank, bpy.ops.diffcloth.optimize, "target 'Target' is disabled in viewports or in an excluded collection")
+
+
+def test_targets_that_count_for_nothing(keyed, blank):
+    from diffcloth.diffcloth_addon import operators
+    cloth, target = keyed
+    target.diffcloth.weight = 0.0
+    refused(blank, bpy.ops.diffcloth.optimize, "every target counts for nothing (Weight 0, or a Weight Group of zero "
+            "weights): 'Target' at frame 13")
+    target.diffcloth.weight = 1.0
+    target.vertex_groups.new(name="none")
+    target.diffcloth.weight_group = "none"
+    refused(blank, bpy.ops.diffcloth.optimize, "every target counts for nothing")
+    other = bpy.data.objects.new("Other", cloth.data.copy())
+    blank.collection.objects.link(other)
+    other.diffcloth.role = "TARGET"
+    other.keyframe_insert("location", frame=8)
+    setup, _ = operators.prepare(blank, "optimize")
+    assert "target 'Target' at frame 13 counts for nothing (Weight 0, or a Weight Group of zero weights)" in setup.warnings
