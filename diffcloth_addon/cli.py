@@ -1,11 +1,16 @@
-"""Headless batch command: blender -b scene.blend -c diffcloth optimize [options].
+"""Headless batch commands: blender -b scene.blend -c diffcloth optimize [options], and
+blender -b -c diffcloth summary REPORT_OR_FOLDER... [--output summary.md|.csv|.json].
 
 Exit codes: 0 success, 1 the job failed (one line on stderr says why), 2 bad arguments.
 Outputs are written to temporary files and renamed into place only when everything succeeded,
-so a failed run leaves no partial files behind.
+so a failed run leaves no partial files behind; its --report alone is written, with the error.
+summary merges such reports (one per shot, e.g. from a Flamenco job: flamenco/) into one table;
+its exit code is 0 only if every shot succeeded.
 """
 
 import argparse
+import csv
+import io
 import json
 import math
 import os
@@ -41,7 +46,20 @@ def parser():
     o.add_argument("--output", help="save the optimized scene here (default: overwrite the opened .blend)")
     o.add_argument("--report", help="write a JSON report: loss history, optimized parameters, timings")
     o.add_argument("--preview", help="write a PNG contact sheet: targets (red) vs. result (blue), loss curve")
+    s = sub.add_parser("summary", prog="blender -b -c diffcloth summary", help="merge per-shot reports into one table",
+                       description="One row per shot (the report's file name): each key's mean (largest) distance, "
+                                   "iterations, time, exit code and status. Exit code 0 only if every shot succeeded.")
+    s.add_argument("reports", nargs="+", metavar="REPORT_OR_FOLDER",
+                   help="a report of optimize --report (a missing one shows as 'no report'), "
+                        "or a folder: its .json files")
+    s.add_argument("--output", type=_table_path, help="also write the table here: .md, .csv or .json (by its extension)")
     return p
+
+
+def _table_path(path):
+    if os.path.splitext(path)[1].lower() not in (".md", ".csv", ".json"):
+        raise argparse.ArgumentTypeError(f"'{path}' must end in .md, .csv or .json")
+    return path
 
 
 class JobError(Exception):
@@ -109,8 +127,8 @@ def optimize(args):
         t_write = time.perf_counter()
         if args.report:
             report = {
-                "blend": bpy.data.filepath, "output": os.path.abspath(output), "cloth": setup.cloth_obj.name,
-                "frames": [setup.start, setup.end], "targets": setup.target_frames,
+                "exit_code": 0, "blend": bpy.data.filepath, "output": os.path.abspath(output),
+                "cloth": setup.cloth_obj.name, "frames": [setup.start, setup.end], "targets": setup.target_frames,
                 "parameters": {k: _jsonable(v) for k, v in result.params.items()},
                 "initial_loss": result.initial_loss, "final_loss": result.loss,
                 "normalized_loss": result.normalized_loss, "reason": result.reason,
@@ -136,14 +154,94 @@ def optimize(args):
     return 0
 
 
+def _shot(path):
+    """One shot's row, named after its report file; a missing or unreadable report is a failed row."""
+    row = {"shot": os.path.splitext(os.path.basename(path))[0], "keys_mm": {}, "iterations": None, "time_s": None,
+           "exit_code": None, "status": "no report", "report": os.path.abspath(path)}
+    try:
+        with open(path) as f:
+            report = json.load(f)
+        code = (report.get("exit_code", 0 if "final_loss" in report else None)  # older reports: written on success only
+                if isinstance(report, dict) else None)
+        if code is None:
+            raise ValueError("not a DiffCloth report")
+        row.update(exit_code=code, time_s=report.get("timings_s", {}).get("total"))
+        if code != 0:
+            return {**row, "status": f"failed: {report.get('error', 'no error given')}"}
+        keys = {int(f): (d["mean_after"], d["largest_after"]) for f, d in report["keyframes_mm"].items()}
+        return {**row, "keys_mm": {f: keys[f] for f in sorted(keys)}, "iterations": report["iterations"],
+                "status": f"ok: {operators.reason_text(report['reason'])}"}
+    except FileNotFoundError:
+        return row
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        return {**row, "exit_code": None, "status": f"unreadable report: {err!s}"}
+
+
+def _table(rows, fmt):
+    def cells(row):
+        keys = ", ".join(f"frame {f} {mean:.2f} ({largest:.2f})" for f, (mean, largest) in row["keys_mm"].items())
+        return [row["shot"], keys, "" if row["iterations"] is None else str(row["iterations"]),
+                "" if row["time_s"] is None else f"{row['time_s']:.1f}",
+                "" if row["exit_code"] is None else str(row["exit_code"]), row["status"]]
+    head = ["shot", "keys: mean (largest) mm", "iterations", "time s", "exit code", "status"]
+    if fmt == ".json":
+        return json.dumps({"shots": rows, "succeeded": sum(r["exit_code"] == 0 for r in rows), "total": len(rows)},
+                          indent=1) + "\n"
+    if fmt == ".csv":
+        out = io.StringIO()
+        csv.writer(out, lineterminator="\n").writerows([head] + [cells(r) for r in rows])
+        return out.getvalue()
+    return "".join("| " + " | ".join(c.replace("|", "\\|") for c in line) + " |\n"
+                   for line in [head, ["---"] * len(head)] + [cells(r) for r in rows])
+
+
+def summary(args):
+    paths, own = [], args.output and os.path.abspath(args.output)
+    for path in args.reports:
+        if os.path.isdir(path):
+            found = sorted(p for p in (os.path.join(path, n) for n in os.listdir(path) if n.lower().endswith(".json"))
+                           if os.path.abspath(p) != own)
+            if not found:
+                raise JobError(f"no .json reports in the folder '{path}'")
+            paths += found
+        else:
+            paths.append(path)
+    if args.output:
+        _writable(args.output, "summary")
+    rows = [_shot(path) for path in paths]
+    print(_table(rows, ".md"), end="", flush=True)
+    if args.output:
+        try:
+            with open(args.output + ".tmp", "w", newline="") as f:
+                f.write(_table(rows, os.path.splitext(args.output)[1].lower()))
+            os.replace(args.output + ".tmp", args.output)
+        except OSError as err:
+            raise JobError(f"cannot write the summary: {err}") from None
+    failed = [r["shot"] for r in rows if r["exit_code"] != 0]
+    if failed:
+        print(f"diffcloth: error: {len(failed)} of {len(rows)} shots failed or have no report: {', '.join(failed)}",
+              file=sys.stderr)
+    return 1 if failed else 0
+
+
 def execute(argv):
     """Entry point for bpy.utils.register_cli_command; returns the exit code."""
     try:
         args = parser().parse_args(argv)
     except SystemExit as exit_:
         return int(exit_.code or 0)
+    t0 = time.perf_counter()
     try:
-        return optimize(args)
+        return summary(args) if args.command == "summary" else optimize(args)
     except JobError as err:
         print(f"diffcloth: error: {err}", file=sys.stderr)
+        if args.command == "optimize" and args.report:  # a failed shot still leaves its report, for summary
+            blend = os.path.abspath(args.blend) if args.blend else bpy.data.filepath
+            try:
+                with open(args.report + ".tmp", "w") as f:
+                    json.dump({"exit_code": 1, "error": str(err), "blend": blend,
+                               "timings_s": {"total": time.perf_counter() - t0}}, f, indent=1)
+                os.replace(args.report + ".tmp", args.report)
+            except OSError:
+                pass  # its folder is what failed: the line above says so
         return 1

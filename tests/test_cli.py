@@ -30,7 +30,7 @@ def test_success_writes_outputs(cli, tmp_path):
                         "--preview", str(png)])
     assert code == 0
     data = json.loads(report.read_text())
-    assert data["final_loss"] < 1e-3 * data["initial_loss"] and data["history"]
+    assert data["exit_code"] == 0 and data["final_loss"] < 1e-3 * data["initial_loss"] and data["history"]
     # per keyframe the distances an artist reads, in mm: the target is reached
     for distances in data["keyframes_mm"].values():
         assert distances["mean_before"] > 1.0 and distances["mean_after"] < 0.1 * distances["mean_before"]
@@ -67,6 +67,7 @@ def test_stop_within_ends_the_run_there(cli, tmp_path):
     (["optimize", "/nonexistent/scene.blend"], 1, "no such .blend"),
     (["optimize", str(SCENE), "--cloth", "Nope"], 1, "no object named 'Nope'"),
     (["optimize", str(SCENE), "--output", "/nonexistent/dir/out.blend"], 1, "cannot write the output"),
+    (["optimize", str(SCENE), "--report", "/nonexistent/dir/r.json"], 1, "cannot write the report"),
     (["optimize", str(SCENE), "--stop-within", "0"], 1, "--stop-within must be a positive distance"),
     (["optimize", str(SCENE), "--stop-within", "nan"], 1, "--stop-within must be a positive distance"),
 ])
@@ -102,7 +103,82 @@ def two_cloths(bpy):
 def test_scene_without_a_single_cloth(cli, capsys, tmp_path_factory, tmp_path, edit, message):
     scene = saved_variant(tmp_path_factory.mktemp("scene"), edit)
     report = tmp_path / "report.json"
-    assert cli.execute(["optimize", str(scene), "--report", str(report)]) == 1
+    assert cli.execute(["optimize", str(scene), "--report", str(report), "--output", str(tmp_path / "out.blend"),
+                        "--preview", str(tmp_path / "p.png")]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0]
+    # the failure's report alone (for summary), no partial .blend or preview
+    assert [p.name for p in tmp_path.iterdir()] == ["report.json"]
+    data = json.loads(report.read_text())
+    assert data.pop("timings_s")["total"] >= 0
+    assert data == {"exit_code": 1, "error": err[0].removeprefix("diffcloth: error: "), "blend": str(scene)}
+
+
+def write_report(path, **fields):
+    path.write_text(json.dumps(fields))
+    return str(path)
+
+
+def test_summary_merges_reports(cli, capsys, tmp_path):
+    ok = write_report(tmp_path / "sh010.json", exit_code=0, reason="within", iterations=7, timings_s={"total": 12.34},
+                      keyframes_mm={"30": dict(mean_before=9, largest_before=20, mean_after=0.456, largest_after=1.5),
+                                    "5": dict(mean_before=3, largest_before=4, mean_after=0.1, largest_after=0.25)})
+    old = write_report(tmp_path / "sh015.json", final_loss=1.0, reason="converged", iterations=2,  # before exit_code
+                       timings_s={"total": 3.0}, keyframes_mm={})
+    failed = write_report(tmp_path / "sh020.json", exit_code=1, error="simulation diverged at frame 12 | try substeps",
+                          timings_s={"total": 0.5})
+    (tmp_path / "sh030.json").write_text("{not json")
+    summary = tmp_path / "summary.md"
+    args = [ok, old, failed, str(tmp_path / "sh030.json"), str(tmp_path / "sh040.json"), "--output"]
+    assert cli.execute(["summary", *args, str(summary)]) == 1
+    out, err = capsys.readouterr()
+    table = [
+        "| shot | keys: mean (largest) mm | iterations | time s | exit code | status |",
+        "| --- | --- | --- | --- | --- | --- |",
+        "| sh010 | frame 5 0.10 (0.25), frame 30 0.46 (1.50) | 7 | 12.3 | 0 | ok: every key within Stop Within |",
+        "| sh015 |  | 2 | 3.0 | 0 | ok: converged |",
+        "| sh020 |  |  | 0.5 | 1 | failed: simulation diverged at frame 12 \\| try substeps |",
+        "| sh030 |  |  |  |  | unreadable report: Expecting property name enclosed in double quotes: "
+        "line 1 column 2 (char 1) |",
+        "| sh040 |  |  |  |  | no report |",
+    ]
+    assert out.splitlines() == table and summary.read_text().splitlines() == table
+    assert err.splitlines() == ["diffcloth: error: 3 of 5 shots failed or have no report: sh020, sh030, sh040"]
+
+    assert cli.execute(["summary", *args, str(tmp_path / "summary.csv")]) == 1
+    assert (tmp_path / "summary.csv").read_text().splitlines()[:3] == [
+        "shot,keys: mean (largest) mm,iterations,time s,exit code,status",
+        'sh010,"frame 5 0.10 (0.25), frame 30 0.46 (1.50)",7,12.3,0,ok: every key within Stop Within',
+        "sh015,,2,3.0,0,ok: converged"]
+    assert cli.execute(["summary", *args, str(tmp_path / "summary.json")]) == 1
+    data = json.loads((tmp_path / "summary.json").read_text())
+    assert (data["succeeded"], data["total"]) == (2, 5)
+    assert data["shots"][0] == {"shot": "sh010", "keys_mm": {"5": [0.1, 0.25], "30": [0.456, 1.5]}, "iterations": 7,
+                                "time_s": 12.34, "exit_code": 0, "status": "ok: every key within Stop Within",
+                                "report": ok}
+    assert [s["exit_code"] for s in data["shots"]] == [0, 0, 1, None, None]
+    capsys.readouterr()
+
+    # a folder: its .json reports (not the summary it writes); every shot succeeded: exit code 0
+    folder = tmp_path / "good"
+    folder.mkdir()
+    for name in ("sh010.json", "sh015.json"):
+        shutil.copy(tmp_path / name, folder / name)
+    (folder / "summary.json").write_text("{}")
+    assert cli.execute(["summary", str(folder), "--output", str(folder / "summary.json")]) == 0
+    assert [s["shot"] for s in json.loads((folder / "summary.json").read_text())["shots"]] == ["sh010", "sh015"]
+    assert capsys.readouterr().err == ""
+    assert not [p for p in tmp_path.rglob("*.tmp")]
+
+
+@pytest.mark.parametrize("argv,code,message", [
+    (["summary"], 2, "the following arguments are required: REPORT_OR_FOLDER"),
+    (["summary", "r.json", "--output", "summary.txt"], 2, "must end in .md, .csv or .json"),
+    (["summary", "r.json", "--output", "/nonexistent/dir/s.md"], 1, "cannot write the summary"),
+    (["summary", "{tmp}"], 1, "no .json reports in the folder"),
+])
+def test_summary_failures(cli, capsys, tmp_path, argv, code, message):
+    assert cli.execute([a.replace("{tmp}", str(tmp_path)) for a in argv]) == code
+    err = capsys.readouterr().err
+    assert message in err and err.count("diffcloth: error:") == 1
     assert not list(tmp_path.iterdir())
