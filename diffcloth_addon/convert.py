@@ -62,9 +62,10 @@ def action_fcurves(anim_data):
     return [] if bag is None else list(bag.fcurves)
 
 
-def action_frames(anim_data):
-    """Keyframe frames of an animation data block."""
-    return {int(round(k.co[0])) for fc in action_fcurves(anim_data) for k in fc.keyframe_points}
+def action_frames(anim_data, skip=None):
+    """Keyframe frames of an animation data block (but of F-curves whose data path starts with skip)."""
+    return {int(round(k.co[0])) for fc in action_fcurves(anim_data)
+            if skip is None or not fc.data_path.startswith(skip) for k in fc.keyframe_points}
 
 
 def keyed_frames(obj):
@@ -72,7 +73,8 @@ def keyed_frames(obj):
     if obj.type == "MESH":
         frames |= action_frames(obj.data.animation_data)
         if obj.data.shape_keys is not None:
-            frames |= action_frames(obj.data.shape_keys.animation_data)
+            # DiffCloth's own bake keys no pose: a copy of a baked cloth (Shift+D) carries them
+            frames |= action_frames(obj.data.shape_keys.animation_data, skip=f'key_blocks["{BAKE_PREFIX}')
     return frames
 
 

@@ -433,3 +433,263 @@ def test_targets_that_count_for_nothing(keyed, blank):
     other.keyframe_insert("location", frame=8)
     setup, _ = operators.prepare(blank, "optimize")
     assert "target 'Target' at frame 13 counts for nothing (Weight 0, or a Weight Group of zero weights)" in setup.warnings
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers for the cases below
+
+def ops():
+    from diffcloth.diffcloth_addon import operators
+    return operators
+
+
+def conv():
+    from diffcloth.diffcloth_addon import convert
+    return convert
+
+
+def run_inline(job, cancel_after=None):
+    """An Inline run of job; cancel_after: cancel once that many iterations were reported (0: before the first)."""
+    from diffcloth.diffcloth_addon import runner
+    run = runner.Inline(job)
+    if cancel_after == 0:
+        run.cancel()
+    elif cancel_after is not None:
+        class Infos(list):
+            def append(self, info):
+                super().append(info)
+                if len(self) >= cancel_after:
+                    run.cancel()
+        run.infos = Infos()
+    run.start()
+    return run
+
+
+def bake_names(cloth):
+    keys = cloth.data.shape_keys
+    return [] if keys is None else [b.name for b in keys.key_blocks if b.name.startswith("DiffCloth_f")]
+
+
+def matches_plain(context, cloth, atol=1e-5):
+    """The bake is, at every frame of the range, core's simulation of the scene as gathered now (with
+    the stored design where it fits, on the stored motion's branch where the cloth buckles, as
+    Simulate & Bake does); returns the setup."""
+    from diffcloth import core
+    convert = conv()
+    setup = convert.gather(context, cloth.name, need_targets=False)
+    scene = convert.apply_stored_result(setup)
+    expected = core.simulate(scene, guess=convert.stored_motion(setup, scene)).x
+    frames = range(setup.start, setup.end + 1)
+    assert bake_names(cloth) == [f"DiffCloth_f{f:04d}" for f in frames]
+    frame = context.scene.frame_current
+    shown = baked(context, cloth, frames)
+    context.scene.frame_set(frame)
+    assert shown.shape == expected.shape
+    assert np.abs(shown - expected).max() < atol, np.abs(shown - expected).max()
+    return setup
+
+
+def short_range(context, start=1, end=6):
+    context.scene.frame_start, context.scene.frame_end = start, end
+    context.scene.frame_set(start)
+
+
+def add_target(context, cloth, frame, name="Target", offset=(0.0, 0.0, -0.02)):
+    target = bpy.data.objects.new(name, cloth.data.copy())
+    context.collection.objects.link(target)
+    target.matrix_world = cloth.matrix_world.copy()
+    target.diffcloth.role = "TARGET"
+    target.location = tuple(np.array(target.location) + offset)
+    target.keyframe_insert("location", frame=frame)
+    return target
+
+
+def add_sphere(location=(0.0, 0.0, -0.3), radius=0.15, name="Sphere"):
+    bpy.ops.mesh.primitive_uv_sphere_add(radius=radius, location=location, segments=12, ring_count=6)
+    sphere = bpy.context.active_object
+    sphere.name = name
+    sphere.diffcloth.role = "SPHERE"
+    return sphere
+
+
+@pytest.fixture
+def aimed(blank):
+    """A pinned 5×5 cloth, frames 1-6, and a target 2 cm below it keyed at frame 6; Max Iterations 2."""
+    short_range(blank)
+    cloth = grid_cloth(n=5)
+    target = add_target(blank, cloth, 6)
+    blank.scene.diffcloth.max_iterations = 2
+    blank.scene.frame_set(1)
+    blank.view_layer.objects.active = cloth
+    return cloth, target
+
+
+# ---------------------------------------------------------------------------------------------
+# settings at their bounds
+
+# (setting, value, outcome): None matches a plain simulation, else the refusal's message
+CLOTH_BOUNDS = [
+    ("mass", 1e-6, None),
+    ("mass", 1e4, None),
+    ("tension", 1e-6, None),
+    ("tension", 1e4, None),
+    ("tension", 1e9, "simulate of 'Cloth' failed: simulation diverged at frame 1"),
+    ("bending", 1e-9, None),
+    ("bending", 0.1, None),
+    ("bending", 100.0, None),
+    ("damping", 0.0, None),
+    ("damping", 10.0, None),
+    ("damping", 1e5, None),
+    ("substeps", 1, None),
+    ("substeps", 64, None),
+    ("contact_stiffness", 1.0, None),
+    ("contact_stiffness", 1e8, None),
+    ("thickness", 0.0, None),
+    ("thickness", 0.05, None),
+    ("thickness", 10.0, None),
+]
+
+
+@pytest.mark.parametrize("setting,value,outcome", CLOTH_BOUNDS, ids=[f"{s}={v:g}" for s, v, _ in CLOTH_BOUNDS])
+def test_cloth_setting_at_its_bounds(blank, setting, value, outcome):
+    """The artist dragged a cloth setting to its end (or typed far past its soft limit) and simulated
+    a small cloth draping over a sphere."""
+    short_range(blank, 1, 4)
+    cloth = grid_cloth(n=4)
+    add_sphere()
+    setattr(cloth.diffcloth, setting, value)
+    assert getattr(cloth.diffcloth, setting) == pytest.approx(value)
+    blank.view_layer.objects.active = cloth
+    if outcome is not None:
+        refused(blank, bpy.ops.diffcloth.simulate, outcome)
+        return
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    matches_plain(blank, cloth)
+    assert len(motion(cloth)) == (3 * cloth.diffcloth.substeps + 1) * 16 * 3
+
+
+@pytest.mark.parametrize("setting,value", [("mass", 0.0), ("tension", -1.0), ("bending", 0.0), ("damping", -1.0),
+                                           ("substeps", 0), ("substeps", 65), ("contact_stiffness", 0.0),
+                                           ("thickness", -0.1)])
+def test_cloth_setting_below_its_minimum_is_clamped(blank, setting, value):
+    """Typed past the hard limit: Blender clamps it, and the run uses the clamped value."""
+    cloth = grid_cloth(n=3)
+    setattr(cloth.diffcloth, setting, value)
+    prop = cloth.diffcloth.bl_rna.properties[setting]
+    assert getattr(cloth.diffcloth, setting) in (prop.hard_min, prop.hard_max)
+    scene = conv().gather(blank, need_targets=False).scene
+    assert {"mass": scene.cloth.mass, "tension": scene.cloth.k_tension[0], "bending": scene.cloth.k_bending[0],
+            "damping": scene.cloth.damping, "substeps": scene.substeps,
+            "contact_stiffness": scene.contact_stiffness, "thickness": scene.contact_thickness}[setting] == \
+        pytest.approx(getattr(cloth.diffcloth, setting))
+
+
+# (scene settings, outcome) for an optimization; None: finished, and the bake is the stored design's simulation
+RUN_BOUNDS = {
+    "target weight huge": (dict(weight=1e6), None),
+    "force key spacing at its minimum": (dict(opt_tension=False, opt_forces=True, force_key_spacing=1e-3),
+                                         "Force Key Spacing: keys every 0.001 s give"),
+    "force key spacing longer than the range": (dict(opt_tension=False, opt_forces=True, force_key_spacing=2.0), None),
+    "key forces free of cost": (dict(opt_tension=False, opt_forces=True, force_strength=0.0, force_change=0.0), None),
+    "frame forces free of cost": (dict(opt_tension=False, opt_forces=True, force_basis="FRAMES", force_strength=0.0,
+                                       force_change=0.0), None),
+    "wind free of cost": (dict(opt_tension=False, opt_wind=True, force_strength=0.0, force_change=0.0), None),
+    "one iteration": (dict(max_iterations=1), None),
+    "stop within a kilometre": (dict(stop_within=1000.0), None),
+    "everything at once": (dict(opt_bending=True, opt_velocity_per_vertex=True, opt_forces=True, opt_wind=True), None),
+}
+
+
+@pytest.mark.parametrize("case", list(RUN_BOUNDS))
+def test_run_setting_at_its_bounds(aimed, blank, case):
+    """The artist set the optimization's own settings to their ends."""
+    cloth, target = aimed
+    values, outcome = RUN_BOUNDS[case]
+    for key, value in values.items():
+        setattr(target.diffcloth if key == "weight" else blank.scene.diffcloth, key, value)
+    if outcome is not None:
+        refused(blank, bpy.ops.diffcloth.optimize, outcome)
+        return
+    assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
+    stored = cloth["diffcloth_result"]
+    assert stored["iterations"] <= blank.scene.diffcloth.max_iterations
+    if case == "stop within a kilometre":
+        assert stored["reason"] == "within" and stored["iterations"] == 0
+    matches_plain(blank, cloth)
+
+
+def test_a_range_of_one_frame_is_refused(blank):
+    """Start and End on the same frame: nothing to simulate."""
+    short_range(blank, 5, 5)
+    grid_cloth()
+    refused(blank, bpy.ops.diffcloth.simulate, "the frame range 5-5 is empty")
+    blank.scene.diffcloth.use_scene_range = False
+    blank.scene.diffcloth.frame_start, blank.scene.diffcloth.frame_end = 9, 3
+    refused(blank, bpy.ops.diffcloth.simulate, "the frame range 9-3 is empty")
+
+
+def test_a_range_of_one_step(blank):
+    short_range(blank, 5, 6)
+    cloth = grid_cloth()
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    matches_plain(blank, cloth)
+
+
+def test_diffcloths_own_range_is_used_not_the_scenes(blank):
+    """Scene Frame Range off: DiffCloth's own Start and End (inside a longer scene range) are simulated
+    and baked, and a target keyed in the scene's range but outside DiffCloth's is named."""
+    short_range(blank, 1, 30)
+    settings = blank.scene.diffcloth
+    settings.use_scene_range, settings.frame_start, settings.frame_end = False, 4, 9
+    cloth = grid_cloth(n=4)
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    matches_plain(blank, cloth)
+    target = add_target(blank, cloth, 20)
+    refused(blank, bpy.ops.diffcloth.optimize, "target 'Target' has keyframes at [20], outside the frame range 4-9")
+    target.keyframe_delete("location", frame=20)
+    target.keyframe_insert("location", frame=9)
+    settings.max_iterations = 1
+    assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
+    matches_plain(blank, cloth)
+
+
+def test_a_range_starting_at_a_negative_frame(blank):
+    """DiffCloth's own range may start before frame 0 (the scene's cannot)."""
+    settings = blank.scene.diffcloth
+    settings.use_scene_range, settings.frame_start, settings.frame_end = False, -4, 1
+    cloth = grid_cloth(n=4)
+    cloth.keyframe_insert("location", frame=-4)
+    cloth.location.x = 0.2
+    cloth.keyframe_insert("location", frame=1)
+    add_target(blank, cloth, -1)
+    settings.max_iterations = 1
+    blank.view_layer.objects.active = cloth
+    assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
+    assert list(cloth["diffcloth_result"]["keyframes"].keys()) == ["-1"]
+    matches_plain(blank, cloth)
+
+
+def test_a_target_duplicated_from_the_baked_cloth(blank):
+    """The artist duplicated the baked cloth (Shift+D) at frame 6 and made the copy a Target keyed
+    there: the copy carries DiffCloth's bake keys, which are no keyframes of the artist's (they were
+    read as target keys at every frame, refused as outside the range); its pose is the baked one."""
+    short_range(blank, 1, 6)
+    cloth = grid_cloth(n=4)
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    blank.scene.frame_set(6)
+    shown = evaluated(cloth)
+    bpy.ops.object.select_all(action="DESELECT")
+    cloth.select_set(True)
+    blank.view_layer.objects.active = cloth
+    assert bpy.ops.object.duplicate() == {"FINISHED"}
+    copy = blank.active_object
+    copy.name, copy.diffcloth.role = "Copy", "TARGET"
+    copy.keyframe_insert("location", frame=6)
+    assert conv().keyed_frames(copy) == {6}
+    blank.view_layer.objects.active = cloth
+    blank.scene.frame_set(1)
+    setup, _ = ops().prepare(blank, "optimize")
+    assert np.abs(setup.loss.targets[5] - shown).max() < 1e-6
+    blank.scene.diffcloth.max_iterations = 1
+    assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
+    matches_plain(blank, cloth)
