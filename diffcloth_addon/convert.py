@@ -306,18 +306,26 @@ def _read_cloth(cloth_obj, cs, depsgraph, start):
 
 
 def _check_start(core_scene, cloth_name, colliders, start):
-    """Refuse a cloth that starts inside a collider (a penalty would fling it out)."""
+    """Refuse a cloth that starts inside a collider, or closer to it than the Thickness (a penalty
+    would fling it out)."""
     x0 = core_scene.x0
     tol = 1e-3 * float(np.ptp(x0, axis=0).max())
-    for obj, count in zip(colliders, dc.inside_at_start(core_scene.colliders, x0, tol)):
-        if not count:
-            continue
-        where = f"({count} of {len(x0)} vertices at frame {start})"
-        if obj.diffcloth.role == "PLANE":
-            raise InputError(f"cloth '{cloth_name}' starts behind plane collider '{obj.name}' {where}: a plane "
-                             "pushes along its normal (its local Z axis), which points away from the cloth here; "
-                             "turn the plane over or move the cloth in front of it")
-        raise InputError(f"cloth '{cloth_name}' starts inside sphere collider '{obj.name}' {where}: move them apart")
+    thickness = core_scene.contact_thickness
+    inside = dc.inside_at_start(core_scene.colliders, x0, tol)
+    near = dc.inside_at_start(core_scene.colliders, x0, tol - thickness) if thickness > 0 else inside
+    for obj, count, close in zip(colliders, inside, near):
+        kind = "plane" if obj.diffcloth.role == "PLANE" else "sphere"
+        if count and kind == "plane":
+            raise InputError(f"cloth '{cloth_name}' starts behind plane collider '{obj.name}' ({count} of {len(x0)} "
+                             f"vertices at frame {start}): a plane pushes along its normal (its local Z axis), which "
+                             "points away from the cloth here; turn the plane over or move the cloth in front of it")
+        if count:
+            raise InputError(f"cloth '{cloth_name}' starts inside sphere collider '{obj.name}' ({count} of {len(x0)} "
+                             f"vertices at frame {start}): move them apart")
+        if close:
+            raise InputError(f"cloth '{cloth_name}' starts closer to {kind} collider '{obj.name}' than its Thickness "
+                             f"({thickness:g} m; {close} of {len(x0)} vertices at frame {start}), which would fling it "
+                             "away: lower the Thickness or move them apart")
 
 
 def _loss(targets, target_pos, start, depsgraph_get, n):
