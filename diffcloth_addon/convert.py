@@ -1,5 +1,7 @@
 """Blender scene → plain numpy arrays and a core Scene (main thread only; core never sees bpy)."""
 
+import re
+
 import numpy as np
 from bpy_extras import anim_utils
 
@@ -112,16 +114,19 @@ def to_world(co, mw):
 
 
 def mesh_topology(obj, depsgraph):
-    """Triangles (T,3) of the evaluated object and its count of edges that bound no face."""
+    """Triangles (T,3) of the evaluated object, the face each comes from, and its count of edges
+    that bound no face."""
     ev = obj.evaluated_get(depsgraph)
     mesh = ev.to_mesh()
     try:
         mesh.calc_loop_triangles()
         tris = np.empty(len(mesh.loop_triangles) * 3, np.int64)
         mesh.loop_triangles.foreach_get("vertices", tris)
+        faces = np.empty(len(mesh.loop_triangles), np.int64)
+        mesh.loop_triangles.foreach_get("polygon_index", faces)
         face_edges = {k for p in mesh.polygons for k in p.edge_keys}
         loose_edges = sum(1 for e in mesh.edges if e.key not in face_edges)
-        return tris.reshape(-1, 3), loose_edges
+        return tris.reshape(-1, 3), faces, loose_edges
     finally:
         ev.to_mesh_clear()
 
@@ -281,7 +286,7 @@ def pin_warnings(settings, scene, loss, cloth, target_names, start):
 
 
 def _read_cloth(cloth_obj, cs, depsgraph, start):
-    """The cloth at the start frame: world vertices, triangles, local vertices, pin indices."""
+    """The cloth at the start frame: world vertices, triangles, the face of each, local vertices, pin indices."""
     name = cloth_obj.name
     local_co, mw = evaluated_coords(cloth_obj, depsgraph)
     bad = ~np.isfinite(local_co).all(axis=1)
@@ -289,7 +294,7 @@ def _read_cloth(cloth_obj, cs, depsgraph, start):
         raise InputError(f"cloth '{name}': vertex {int(np.argmax(bad))} has a NaN or infinite coordinate "
                          f"({int(bad.sum())} such vertices)")
     check_undeformed(cloth_obj, local_co, start)
-    tris, loose_edges = mesh_topology(cloth_obj, depsgraph)
+    tris, faces, loose_edges = mesh_topology(cloth_obj, depsgraph)
     if len(tris) == 0:
         raise InputError(f"cloth '{name}' has no faces")
     if loose_edges:
@@ -302,7 +307,7 @@ def _read_cloth(cloth_obj, cs, depsgraph, start):
                              "assign the vertices to pin, or clear Pin Group")
         if len(pins) == len(local_co):
             raise InputError(f"every vertex of '{name}' is pinned (pin group '{cs.pin_group}'): nothing to simulate")
-    return to_world(local_co, mw), tris, local_co, pins
+    return to_world(local_co, mw), tris, faces, local_co, pins
 
 
 def _check_start(core_scene, cloth_name, colliders, start):
@@ -392,12 +397,13 @@ def gather(context, cloth_name=None, need_targets=True, use_active=True):
             for t in targets:
                 if target_frames[t.name] and not evaluated(t, depsgraph):
                     raise InputError(not_evaluated_message("target", t))
-            verts, tris, local_co, pins = _read_cloth(cloth_obj, cs, depsgraph, start)
+            verts, tris, faces, local_co, pins = _read_cloth(cloth_obj, cs, depsgraph, start)
             try:
                 cloth = dc.Cloth(verts, tris, mass=cs.mass, k_tension=cs.tension, k_bending=cs.bending,
                                  damping=cs.damping, pinned=pins)
-            except ValueError as err:
-                raise InputError(f"cloth '{name}': {err}") from None
+            except ValueError as err:  # core's triangle k as the artist's face (Blender's face index)
+                message = re.sub(r"\btriangle (\d+)", lambda m: f"face {faces[int(m.group(1))]}", str(err))
+                raise InputError(f"cloth '{name}': {message}") from None
             for f in range(start, end + 1):
                 scene.frame_set(f)
                 depsgraph = context.evaluated_depsgraph_get()

@@ -695,3 +695,99 @@ def test_a_target_duplicated_from_the_baked_cloth(blank):
     blank.scene.diffcloth.max_iterations = 1
     assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
     matches_plain(blank, cloth)
+
+
+# ---------------------------------------------------------------------------------------------
+# broken meshes
+
+def _grid(n=3, size=0.4, x=0.0):
+    """Vertices and quads of an n×n grid in the XY plane."""
+    s = np.linspace(-size / 2, size / 2, n)
+    verts = [(x + a, b, 0.0) for b in s for a in s]
+    quads = [(j * n + i, j * n + i + 1, (j + 1) * n + i + 1, (j + 1) * n + i) for j in range(n - 1) for i in range(n - 1)]
+    return verts, quads
+
+
+def _tris(quads):
+    return [t for a, b, c, d in quads for t in ((a, b, c), (a, c, d))]
+
+
+def _mesh_case(kind):
+    """(vertices, edges, faces) of a mesh the artist made by hand."""
+    verts, quads = _grid()
+    if kind == "only vertices":
+        return verts, [], []
+    if kind == "only edges":
+        return verts, [(a, b) for a, b, _, _ in quads], []
+    if kind == "a loose vertex":
+        return verts + [(0.5, 0.5, 0.0)], [], quads
+    if kind == "a loose edge":
+        return verts + [(0.5, 0.5, 0.0), (0.6, 0.5, 0.0)], [(9, 10)], quads
+    if kind == "duplicate vertices in a face":
+        return verts + [verts[4]], [], quads[:3] + [(4, 9, 8, 7)]
+    if kind == "a degenerate triangle":
+        return verts + [(0.2, -0.1, 0.0)], [], quads + [(5, 9, 2)]
+    if kind == "a sliver triangle":
+        return [(0, 0, 0), (1, 0, 0), (0.5, 1e-9, 0)], [], [(0, 1, 2)]
+    if kind == "quads":
+        return verts, [], quads
+    if kind == "triangles":
+        return verts, [], _tris(quads)
+    if kind == "an n-gon":
+        ring = [(0.2 * math.cos(a), 0.2 * math.sin(a), 0.0) for a in np.linspace(0, 2 * math.pi, 7)[:-1]]
+        return ring, [], [tuple(range(6))]
+    if kind == "a concave n-gon":
+        return [(0, 0, 0), (0.4, 0, 0), (0.4, 0.4, 0), (0.2, 0.1, 0), (0, 0.4, 0)], [], [(0, 1, 2, 3, 4)]
+    if kind == "a single triangle":
+        return [(0, 0, 0), (0.3, 0, 0), (0, 0.3, 0)], [], [(0, 1, 2)]
+    if kind == "two disconnected pieces":
+        v2, q2 = _grid(x=0.6)
+        return verts + v2, [], quads + [tuple(i + 9 for i in q) for q in q2]
+    if kind == "an unwelded seam":  # two halves whose border vertices overlap, not merged
+        left = [(a, b, 0.0) for b in (0, 0.2) for a in (0, 0.2)]
+        right = [(a, b, 0.0) for b in (0, 0.2) for a in (0.2, 0.4)]
+        return left + right, [], [(0, 1, 3, 2), (4, 5, 7, 6)]
+    if kind == "a non-manifold fin":
+        return verts + [(0.0, 0.0, 0.2)], [], quads + [(4, 5, 9)]
+    raise KeyError(kind)
+
+
+MESHES = {
+    "only vertices": "cloth 'Hand' has no faces",
+    "only edges": "cloth 'Hand' has no faces",
+    "a loose vertex": "cloth 'Hand': vertex 9 belongs to no triangle (loose vertex)",
+    "a loose edge": "cloth 'Hand' has 1 loose edge(s)",
+    # Blender's face index, not core's triangle index (it said "triangle 6")
+    "duplicate vertices in a face": "cloth 'Hand': face 3 has zero area (degenerate face)",
+    "a degenerate triangle": "cloth 'Hand': face 4 has zero area (degenerate face)",
+    "a sliver triangle": None,
+    "a non-manifold fin": "cloth 'Hand': edge (4, 5) is shared by 3 triangles (non-manifold mesh)",
+    "quads": None,
+    "triangles": None,
+    "an n-gon": None,
+    "a concave n-gon": None,
+    "a single triangle": None,
+    "two disconnected pieces": None,
+    "an unwelded seam": None,
+}
+
+
+@pytest.mark.parametrize("kind", list(MESHES))
+def test_a_hand_made_mesh(blank, kind):
+    """The artist modelled the cloth by hand: broken meshes are named, any sound one simulates."""
+    short_range(blank, 1, 4)
+    verts, edges, faces = _mesh_case(kind)
+    mesh = bpy.data.meshes.new("Hand")
+    mesh.from_pydata(verts, edges, faces)
+    mesh.update()
+    cloth = bpy.data.objects.new("Hand", mesh)
+    blank.collection.objects.link(cloth)
+    cloth.diffcloth.role = "CLOTH"
+    cloth.location.z = 0.5
+    if MESHES[kind] is not None:
+        refused(blank, bpy.ops.diffcloth.simulate, MESHES[kind])
+        return
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    setup = matches_plain(blank, cloth)
+    assert setup.scene.cloth.n == len(verts)
+    assert len(setup.scene.cloth.tris) == sum(len(f) - 2 for f in faces)
