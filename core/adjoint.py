@@ -11,6 +11,17 @@ A is symmetric and, at a converged minimum of the incremental potential, positiv
 forward's factorization from that step preconditions a CG solve, so the backward costs a few
 triangular solves per step. A `Linearization` of the trajectory holds those per-step states,
 matrices and solves; the tangent (forward-mode) pass of core.tangent shares it.
+
+A linearized step (Scene(solver="linearized")), x′ = x̂ − Ã⁻¹·h²∇E(x̂) with x̂ = x + h·v and Ã
+the projected matrix at x̂, has the same recursion with Ã in place of A, the states at x̂, and
+the derivative of Ã itself: with Δ = x′ − x̂ and T(α) = ∇ₓ(αᵀ·H̃·Δ) (Potential.third),
+
+    ĝx_s = ∂g/∂x_s + ĝx_{s+1} − h·(∇²Φ·α + T(α))
+    ĝv_s = ∂g/∂v_s + M·α + h²·(H̃·α − ∇²Φ·α − T(α))
+    dg/dp −= h·(∂(∇Φ·α)/∂p + ∂(αᵀ·H̃·Δ)/∂p)
+
+(on a quadratic energy with nothing projected, H̃ = ∇²Φ and T = 0: one Newton step is exact and
+both recursions agree).
 """
 
 import numpy as np
@@ -68,11 +79,23 @@ class Linearization:
     def matrix(self, s):
         return self._step(s)[1]
 
+    @property
+    def linearized(self):
+        return self.scene.solver == "linearized"
+
+    def delta(self, s):
+        """A linearized step's Newton step Δ = x′ − x̂ (n,3), zero on the pins."""
+        return self.traj.step_x[s + 1] - self.model.prediction(self.traj.step_x[s], self.traj.step_v[s], s)
+
     def _step(self, s):
         if s in self._kept:
             return self._kept[s]
-        pt = self.model.potential.at(self.traj.step_x[s + 1], s)
-        data = self.model.matrix(pt)
+        if self.linearized:
+            pt = self.model.potential.at(self.model.prediction(self.traj.step_x[s], self.traj.step_v[s], s), s)
+            data = self.model.matrix(pt, projected=True)
+        else:
+            pt = self.model.potential.at(self.traj.step_x[s + 1], s)
+            data = self.model.matrix(pt)
         self._remember(self._kept, s, (pt, data),
                        data.nbytes + sum(a.nbytes for a in vars(pt).values() if isinstance(a, np.ndarray)))
         return pt, data
@@ -157,6 +180,14 @@ def backward(scene, traj, gx_frames, gv_frames, lin=None):
         hess_alpha = model.potential.hess_vec(pt, alpha_full)
         for field, g in model.potential.design_gradient(pt, alpha_full).items():
             gdesign[field] -= h * g
+        if lin.linearized:  # the derivative of the step's own matrix Ã (see the module's docstring)
+            delta = lin.delta(s)
+            hess_alpha += model.potential.third(pt, alpha_full, delta)
+            projected = (model.system.matvec(lin.matrix(s), alpha.ravel()).reshape(-1, 3)
+                         - (1 + h * model.c) * mf * alpha) / (h * h)
+            extra_gv = h * h * (projected - hess_alpha[free])
+            for field, g in model.potential.design_hess(pt, alpha_full, delta).items():
+                gdesign[field] -= h * g
         gforces[s // sub][free] += h * alpha
         gdamp -= h * float(np.sum(mf * alpha * vs[s + 1][free]))
         gpin[s + 1] -= h * hess_alpha[pinned]
@@ -165,6 +196,8 @@ def backward(scene, traj, gx_frames, gv_frames, lin=None):
         new_gx = gx - h * hess_alpha
         new_gv = np.zeros_like(gv)
         new_gv[free] = mf * alpha
+        if lin.linearized:
+            new_gv[free] += extra_gv
         if px is not None:
             new_gx += px
         if pv is not None:

@@ -44,12 +44,14 @@ class Sphere:
         return _at(self.center, t), float(_at(self._radius, t)[0])
 
     def distance(self, x, t):
-        """Signed distance, its gradient direction and the inverse distance to the center."""
+        """Signed distance d, its gradient n (unit) and a function giving ∇n = ∇²d, (len(x),3,3),
+        for a selection of the points."""
         center, radius = self.at(t)
         rel = x - center
         dist = np.linalg.norm(rel, axis=1)
         inv = 1.0 / np.maximum(dist, 1e-12)
-        return dist - radius, rel * inv[:, None], inv
+        n = rel * inv[:, None]
+        return dist - radius, n, lambda sel: (np.eye(3) - n[sel, :, None] * n[sel, None, :]) * inv[sel, None, None]
 
 
 class Plane:
@@ -72,6 +74,7 @@ class Plane:
         return _at(self.point, t), nrm / np.linalg.norm(nrm)
 
     def distance(self, x, t):
+        """As Sphere.distance; a plane's normal is constant (∇n = 0: None)."""
         point, nrm = self.at(t)
         return (x - point) @ nrm, np.broadcast_to(nrm, x.shape), None
 

@@ -27,6 +27,20 @@ def incidence(edges, n):
                          shape=(n, len(s)))
 
 
+# width of the smooth ramp that projects a compressed spring's transverse stiffness, as a strain:
+# the projected matrix then changes smoothly with the positions (its derivatives enter the
+# gradients of a linearized step)
+RAMP_STRAIN = 1e-3
+
+
+def ramp(t, tau):
+    """A C¹ max(t, 0) and its derivative: (t + τ)²/4τ within |t| < τ."""
+    inside = np.abs(t) < tau
+    r = np.where(t >= tau, t, np.where(inside, (t + tau) ** 2 / (4 * tau), 0.0))
+    dr = np.where(t >= tau, 1.0, np.where(inside, (t + tau) / (2 * tau), 0.0))
+    return r, dr
+
+
 def spring_blocks(u, length, k, tension):
     """3×3 blocks k·uuᵀ + (t/L)(I − uuᵀ); with t = k(L − L₀) the exact Hessian of ½k(L − L₀)²."""
     a = tension / length
@@ -59,6 +73,53 @@ class Springs:
     def dk(self, st, v):
         """∂(∇Φ·v)/∂k per spring."""
         return st.stretch * np.einsum("ij,ij->i", st.dir, self.across @ v)
+
+    def projected(self, st):
+        """The projected transverse stiffness r = k·ramp(L − L₀) (the tension ramped smoothly to
+        0 under compression, over a stretch that scales with L₀ only, so r is linear in k) and
+        dr/dL."""
+        e, de = ramp(st.stretch, RAMP_STRAIN * self.rest)
+        return self.k * e, self.k * de
+
+    def _third_terms(self, st):
+        """Per spring: the along-minus-transverse stiffness over L, and the transverse stiffness's
+        derivative in L, of the projected blocks k·uuᵀ + β(I − uuᵀ), β = r/L."""
+        r, dr = self.projected(st)
+        beta = r / st.length
+        return (self.k - beta) / st.length, (dr - beta) / st.length
+
+    def third(self, st, a, b):
+        """∇ₓ(aᵀ·H̃(x)·b) (n,3), H̃ the projected Hessian: the adjoint's term of a linearized step."""
+        u, da, db = st.dir, self.across @ a, self.across @ b
+        c1, c2 = self._third_terms(st)
+        au, bu = np.einsum("ij,ij->i", da, u), np.einsum("ij,ij->i", db, u)
+        pa, pb = da - au[:, None] * u, db - bu[:, None] * u
+        grad = c1[:, None] * (bu[:, None] * pa + au[:, None] * pb) + (c2 * np.einsum("ij,ij->i", da, pb))[:, None] * u
+        return self.incidence @ grad
+
+    def third_tangent(self, st, w, b):
+        """(∂H̃[w])·b (n,3): the derivative of H̃·b along positions w (the tangent's term)."""
+        u, dw, db = st.dir, self.across @ w, self.across @ b
+        c1, c2 = self._third_terms(st)
+        wu, bu = np.einsum("ij,ij->i", dw, u), np.einsum("ij,ij->i", db, u)
+        pw, pb = dw - wu[:, None] * u, db - bu[:, None] * u
+        out = c1[:, None] * (bu[:, None] * pw + np.einsum("ij,ij->i", pw, db)[:, None] * u) + (c2 * wu)[:, None] * pb
+        return self.incidence @ out
+
+    def dk_projected(self, st, a, b):
+        """∂(aᵀ·H̃·b)/∂k per spring: H̃'s blocks are linear in k."""
+        trans = self.projected(st)[0] / (self.k * st.length)
+        da, db = self.across @ a, self.across @ b
+        au, bu = np.einsum("ij,ij->i", da, st.dir), np.einsum("ij,ij->i", db, st.dir)
+        return au * bu + trans * (np.einsum("ij,ij->i", da, db) - au * bu)
+
+    def dk_projected_tangent(self, st, dk, b):
+        """(∂H̃/∂k·δk)·b (n,3)."""
+        trans = self.projected(st)[0] / (self.k * st.length)
+        db = self.across @ b
+        bu = np.einsum("ij,ij->i", db, st.dir)
+        out = ((dk * (1 - trans) * bu)[:, None] * st.dir + (dk * trans)[:, None] * db)
+        return self.incidence @ out
 
 
 def hinge_weights(rest, hinges):
@@ -140,49 +201,78 @@ class HingeBending:
         return ends, kappa.ravel()
 
 
-class Contact:
-    """Penalty contact E = ½·k·min(d, 0)² per vertex, with d the signed distance minus thickness
-    and k the vertex's stiffness: the scene's contact stiffness per unit mass (1/s²) times the
-    vertex's mass, so a vertex sinks g/κ under its own weight at any mesh resolution.
+def penalty(d, k, delta):
+    """Contact energy per unit of its stiffness k at depth −d (d < 0) and its first three
+    derivatives in d. Quadratic, ½k·d², when delta = 0; else its curvature rises smoothly (a
+    smoothstep) over the first delta of depth and the energy is C³: a linearized step's
+    matrix, and so the step, then change smoothly as a vertex enters contact."""
+    if delta == 0.0:
+        return 0.5 * k * d * d, k * d, k, np.zeros_like(d)
+    s = np.minimum(-d / delta, 1.0)
+    deep = -d > delta
+    e = k * delta ** 2 * np.where(deep, 0.5 * (d / delta) ** 2 + 0.5 * d / delta + 0.15, s ** 4 / 4 - s ** 5 / 10)
+    e1 = k * np.where(deep, d + 0.5 * delta, -delta * (s ** 3 - s ** 4 / 2))
+    e2 = k * (3 * s ** 2 - 2 * s ** 3)
+    e3 = -k * 6 * s * (1 - s) / delta
+    return e, e1, e2, e3
 
-    `active` indexes the vertices in contact; grad is (len(active), 3), hess and hess_psd
-    (len(active), 3, 3): the sphere's curvature term k·d·(I − uuᵀ)/r is negative inside,
-    so the projected Hessian drops it. stiffness: per vertex (n,) or one for all.
+
+class Contact:
+    """Penalty contact E(d) per vertex and collider (see penalty), d the signed distance minus
+    thickness and k the vertex's stiffness: the scene's contact stiffness per unit mass (1/s²)
+    times the vertex's mass, so a vertex sinks g/κ under its own weight at any resolution.
+
+    Per active contact: the vertex (`active`), the distance's gradient n (unit) and ∇n (`curv`,
+    zero for planes), E′, E″, E‴ in d. grad (A,3) = E′·n; hess (A,3,3) the exact E″·nnᵀ + E′·∇n;
+    hess_psd E″·nnᵀ: inside a collider E′ < 0 and ∇n ≥ 0, so the curvature term is the negative
+    one, which projections drop. stiffness: per vertex (n,) or one for all.
     """
 
-    def __init__(self, colliders, x, t, stiffness, thickness, vertices=None):
+    def __init__(self, colliders, x, t, stiffness, thickness, vertices=None, smoothing=0.0):
         n = len(x)
         self.energy = 0.0
-        idx, grads, hess, hpsd = [], [], [], []
+        idx, normals, curvs, derivs = [], [], [], []
         cand = np.arange(n) if vertices is None else vertices
         xc = x[cand]
         kc = np.broadcast_to(np.asarray(stiffness, dtype=np.float64), (n,))[cand]
         for col in colliders:
-            d, u, inv = col.distance(xc, t)
+            d, nrm, curvature = col.distance(xc, t)
             d = d - thickness
-            on = d < 0
-            if not on.any():
+            on = np.flatnonzero(d < 0)
+            if not len(on):
                 continue
-            d, u, k = d[on], u[on], kc[on]
-            self.energy += 0.5 * float(np.dot(k * d, d))
+            e, e1, e2, e3 = penalty(d[on], kc[on], smoothing)
+            self.energy += float(e.sum())
             idx.append(cand[on])
-            grads.append((k * d)[:, None] * u)
-            uu = k[:, None, None] * u[:, :, None] * u[:, None, :]
-            hpsd.append(uu)
-            if inv is None:
-                hess.append(uu)
-            else:
-                curv = k * d * inv[on]
-                hess.append(uu + curv[:, None, None] * (np.eye(3) - u[:, :, None] * u[:, None, :]))
+            normals.append(np.array(nrm[on]))
+            curvs.append(np.zeros((len(on), 3, 3)) if curvature is None else curvature(on))
+            derivs.append(np.stack([e1, e2, e3], axis=1))
         if idx:
             self.active = np.concatenate(idx)
-            self.grad = np.concatenate(grads)
-            self.hess = np.concatenate(hess)
-            self.hess_psd = np.concatenate(hpsd)
+            self.n = np.concatenate(normals)
+            self.curv = np.concatenate(curvs)
+            self.e1, self.e2, self.e3 = np.concatenate(derivs).T
         else:
             self.active = np.zeros(0, np.int64)
-            self.grad = np.zeros((0, 3))
-            self.hess = self.hess_psd = np.zeros((0, 3, 3))
+            self.n = np.zeros((0, 3))
+            self.curv = np.zeros((0, 3, 3))
+            self.e1 = self.e2 = self.e3 = np.zeros(0)
+        self.grad = self.e1[:, None] * self.n
+        self.hess_psd = self.e2[:, None, None] * self.n[:, :, None] * self.n[:, None, :]
+        self.hess = self.hess_psd + self.e1[:, None, None] * self.curv
+
+    def third(self, a, b):
+        """∇ₓ(aᵀ·H̃·b) per active contact (A,3), H̃ = E″·nnᵀ, for a, b at the active vertices."""
+        an, bn = np.einsum("ij,ij->i", a, self.n), np.einsum("ij,ij->i", b, self.n)
+        ka, kb = np.einsum("aij,aj->ai", self.curv, a), np.einsum("aij,aj->ai", self.curv, b)
+        return (self.e3 * an * bn)[:, None] * self.n + self.e2[:, None] * (an[:, None] * kb + bn[:, None] * ka)
+
+    def third_tangent(self, w, b):
+        """(∂H̃[w])·b per active contact (A,3)."""
+        wn, bn = np.einsum("ij,ij->i", w, self.n), np.einsum("ij,ij->i", b, self.n)
+        kw = np.einsum("aij,aj->ai", self.curv, w)
+        return (self.e3 * wn * bn)[:, None] * self.n + self.e2[:, None] * (bn[:, None] * kw
+                                                                          + np.einsum("ij,ij->i", kw, b)[:, None] * self.n)
 
 
 class State:
@@ -195,7 +285,7 @@ class State:
         self.stretch = self.length - potential.springs.rest
         sc = potential.scene
         self.contact = Contact(sc.colliders, y, (s + 1) / sc.substeps, potential.contact_k,
-                               sc.contact_thickness, potential.free)
+                               sc.contact_thickness, potential.free, sc.contact_smoothing)
         self.phi = potential.springs.energy(self) + self.contact.energy - float(np.sum(potential.gravity * y))
         self.bend = None
         if potential.hinges is not None:
@@ -239,25 +329,67 @@ class Potential:
             np.add.at(grad, st.contact.active, st.contact.grad)
         return grad
 
-    def hessian(self, st, tension=None, beta=1.0):
+    def hessian(self, st, tension=None, beta=1.0, projected=False):
         """Storage data of hess_scale·∇²Φ at st over the free vertices.
 
         tension: the springs' t in their transverse stiffness t/L (default the exact k(L − L₀));
-        beta scales the negative terms (compressed springs' t, the sphere's curvature), 0 clamps
-        them. The hinge term is positive semidefinite and constant.
+        beta scales the negative terms (compressed springs' t, the contact curvature), 0 clamps
+        them. projected: the smooth positive-semidefinite H̃ of a linearized step instead, compressed
+        springs' t ramped to 0 (springs.projected), contact curvature dropped. The hinge term is
+        positive semidefinite and constant.
         """
         k = self.springs.k
-        t = k * st.stretch if tension is None else tension
-        if beta != 1.0:
-            t = np.where(t < 0, beta * t, t)
+        if projected:
+            t = self.springs.projected(st)[0]
+        else:
+            t = k * st.stretch if tension is None else tension
+            if beta != 1.0:
+                t = np.where(t < 0, beta * t, t)
         data = self.assemble_springs @ spring_blocks(st.dir, st.length, k, t).ravel()
         if self.hinge_data is not None:
             data += self.hinge_data
         c = st.contact
         if len(c.active):
-            hess = c.hess if beta == 1.0 else c.hess_psd + beta * (c.hess - c.hess_psd)
+            hess = c.hess_psd if projected else c.hess if beta == 1.0 else c.hess_psd + beta * (c.hess - c.hess_psd)
             self.system.add_diagonal(data, self.fidx[c.active], self.hess_scale * hess)
         return data
+
+    def third(self, st, a, b):
+        """∇ₓ(aᵀ·H̃(x)·b) (n,3) for the projected Hessian H̃ (the hinges' is constant)."""
+        out = self.springs.third(st, a, b)
+        c = st.contact
+        if len(c.active):
+            np.add.at(out, c.active, c.third(a[c.active], b[c.active]))
+        return out
+
+    def third_tangent(self, st, w, b):
+        """(∂H̃[w])·b (n,3): the derivative of H̃·b along positions w."""
+        out = self.springs.third_tangent(st, w, b)
+        c = st.contact
+        if len(c.active):
+            np.add.at(out, c.active, c.third_tangent(w[c.active], b[c.active]))
+        return out
+
+    def design_hess(self, st, a, b):
+        """∂(aᵀ·H̃·b)/∂p for the design's stiffnesses, as design_gradient gives ∂(∇Φ·v)/∂p."""
+        dk = self.springs.dk_projected(st, a, b)
+        c = st.contact
+        contact = float(np.einsum("ai,ai->a", a[c.active], c.n) @ (c.e2 * np.einsum("ai,ai->a", b[c.active], c.n)))
+        return dict(k_tension=dk[:self.n_tension],
+                    k_bending=dk[self.n_tension:] if self.hinges is None else self.hinges.dk(self.hinges.bend(a), b),
+                    contact_stiffness=contact / self.scene.contact_stiffness)
+
+    def design_hess_tangent(self, st, k_tension, k_bending, contact_stiffness, b):
+        """(∂H̃/∂p·δp)·b (n,3): the forward counterpart of design_hess."""
+        dk = k_tension if self.hinges is not None else np.concatenate([k_tension, k_bending])
+        out = self.springs.dk_projected_tangent(st, dk, b)
+        if self.hinges is not None:
+            out += self.hinges.weights_t @ ((k_bending * self.hinges.unit)[:, None] * self.hinges.bend(b))
+        c = st.contact
+        if len(c.active) and contact_stiffness:
+            bn = np.einsum("ai,ai->a", b[c.active], c.n)
+            np.add.at(out, c.active, (c.e2 * bn * contact_stiffness / self.scene.contact_stiffness)[:, None] * c.n)
+        return out
 
     def hess_vec(self, st, v):
         """∇²Φ·v (n,3), exact, over all vertices."""

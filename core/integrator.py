@@ -110,10 +110,16 @@ class Model:
             grad -= u
         return grad[self.free]
 
-    def matrix(self, pt, tension=None, beta=1.0, shift=0.0):
+    def matrix(self, pt, tension=None, beta=1.0, shift=0.0, projected=False):
         """Storage data of M(1 + hc)(1 + shift) + h²∇²Φ at pt (see Potential.hessian for
-        tension and beta: with both default it is h²∇²E)."""
-        return self.potential.hessian(pt, tension, beta) + (1.0 + shift) * self.mass_data
+        tension, beta and projected: with all default it is h²∇²E)."""
+        return self.potential.hessian(pt, tension, beta, projected) + (1.0 + shift) * self.mass_data
+
+    def prediction(self, x, v, s):
+        """The inertial prediction x + h·v with the pins where they are after step s."""
+        y = x + self.h * v
+        y[self.pinned] = self.scene.pins_at(s + 1)
+        return y
 
 
 def pcg(system, data, b, factor, eta, maxiter=CG_MAX_ITER):
@@ -156,6 +162,52 @@ def refined(system, data, b, factor, eta, maxiter=CG_MAX_ITER):
     if factor.exact:
         return factor.solve(b)
     return pcg(system, data, b, factor, eta, maxiter)[0]
+
+
+# relative residual to which a linearized step's system is solved: its solution is the step
+LINEAR_RTOL = 1e-15
+
+
+class LinearizedStepper:
+    """One Newton step of the incremental potential per integrator step, from the inertial
+    prediction x̂ = x + h·v, with the smooth projected Hessian (Scene(solver="linearized")):
+
+        x′ = x̂ − Ã⁻¹·h²∇E(x̂),   Ã = M(1 + hc) + h²·H̃(x̂)
+
+    Ã is positive definite by construction, so every step costs one factorization and never
+    fails; where ∇E is linear (gravity, hinges, plane contact) the step is exact implicit Euler.
+    `factor` is Ã's own factorization: the adjoint and tangent passes solve with it."""
+
+    def __init__(self, model):
+        self.model = model
+        self.factor = None
+        self.factorizations = 0
+
+    def step(self, x, v, s, guess=None):
+        """As Stepper.step (guess is of no use: the step has one solution); the residual is the
+        linear solve's, relative."""
+        md = self.model
+        u = md.scene.force_at(s)
+        xhat = x + md.h * v
+        y = md.prediction(x, v, s)
+        pt = md.potential.at(y, s)
+        b = -(md.h ** 2) * md.gradient(pt, x, xhat, u).ravel()
+        data = md.matrix(pt, projected=True)
+        self.factor = md.system.factor(data)
+        self.factorizations += 1
+        if not self.factor.positive_definite:  # only rounding in extreme stiffness ratios can do this
+            raise step_error(md.scene, s, "found its matrix singular")
+        for eta in (LINEAR_RTOL, 1e-12):  # to rounding; should that stall, nearly
+            d = refined(md.system, data, b, self.factor, eta, maxiter=30)
+            if d is not None:
+                break
+        else:
+            d = self.factor.solve(b)
+        res = float(np.linalg.norm(md.system.matvec(data, d) - b) / max(np.linalg.norm(b), 1e-300))
+        if not np.isfinite(d).all():
+            raise step_error(md.scene, s, "produced non-finite values")
+        y[md.free] += d.reshape(-1, 3)
+        return y, 1, res, True
 
 
 class Stepper:
@@ -340,8 +392,11 @@ class Stepper:
         return best, alpha
 
     def _error(self, s, what):
-        sc = self.model.scene
-        frame = s // sc.substeps + 1
-        return SimulationError(
-            f"simulation diverged at frame {frame} (step {s + 1}): the Newton solve {what}; "
-            "try more substeps, lower stiffness or lower contact stiffness", frame, s + 1)
+        return step_error(self.model.scene, s, what)
+
+
+def step_error(scene, s, what):
+    """The SimulationError of integrator step s → s+1, naming its frame."""
+    frame = s // scene.substeps + 1
+    return SimulationError(f"simulation diverged at frame {frame} (step {s + 1}): the Newton solve {what}; "
+                           "try more substeps, lower stiffness or lower contact stiffness", frame, s + 1)

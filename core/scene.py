@@ -17,6 +17,10 @@ def _array(value, shapes, what):
     return np.array(np.broadcast_to(arr, full))
 
 
+# the solvers and their default contact smoothing (m)
+SOLVERS = {"newton": 0.0, "linearized": 1e-3}
+
+
 def at_step(frames, s, substeps):
     """A per-frame quantity (frames+1, ...) after integrator step s, linear between frames."""
     f, r = divmod(s, substeps)
@@ -43,11 +47,19 @@ class Scene:
     The cap is generous: while a flat cloth first buckles, a fold can creep across the mesh one
     cell per few iterations (64×64 thesis cloth with k_s = 25: 231 iterations in its first
     step), and that step still converges.
+
+    solver: "newton" converges every implicit Euler step (tol, max_newton); "linearized" takes
+    one Newton step of the incremental potential from the inertial prediction x + h·v with a
+    smooth positive-definite (projected) matrix: one factorization a step whatever the stiffness,
+    never a failed solve, a map whose gradients are exact for the discrete system as built (its
+    matrix's derivatives included), and the same rest states (a drape at rest is a fixed point of
+    both). contact_smoothing (m): the depth over which contact stiffness rises smoothly (None:
+    0 for "newton", 1 mm for "linearized", whose step must not jump as contacts begin).
     """
 
     def __init__(self, cloth, steps=100, dt=0.1, substeps=1, gravity=(0.0, 0.0, -9.81), colliders=(),
                  contact_stiffness=1e5, contact_thickness=0.0, x0=None, v0=0.0, forces=None, pin_path=None,
-                 tol=1e-10, max_newton=500):
+                 tol=1e-10, max_newton=500, solver="newton", contact_smoothing=None):
         if not isinstance(cloth, Cloth):
             raise ValueError("cloth must be a core.Cloth")
         self.cloth = cloth
@@ -80,9 +92,18 @@ class Scene:
         npin = len(cloth.pinned)
         self.pin_path = None if pin_path is None else _array(pin_path, [(self.steps + 1, npin, 3)], "pin_path")
         self.tol, self.max_newton = float(tol), int(max_newton)
+        if solver not in SOLVERS:
+            raise ValueError(f"solver must be one of {', '.join(map(repr, SOLVERS))}, got {solver!r}")
+        self.solver = solver
+        if contact_smoothing is None:
+            contact_smoothing = SOLVERS[solver]
+        if not (np.isfinite(contact_smoothing) and contact_smoothing >= 0):
+            raise ValueError(f"contact smoothing must be non-negative, got {contact_smoothing}")
+        self.contact_smoothing = float(contact_smoothing)
 
     _fields = ("cloth", "steps", "dt", "substeps", "gravity", "colliders", "contact_stiffness",
-               "contact_thickness", "x0", "v0", "forces", "pin_path", "tol", "max_newton")
+               "contact_thickness", "x0", "v0", "forces", "pin_path", "tol", "max_newton", "solver",
+               "contact_smoothing")
 
     def replace(self, **changes):
         """A copy with some fields changed (validated like the constructor)."""
@@ -90,6 +111,8 @@ class Scene:
         if unknown:
             raise ValueError(f"unknown Scene field(s): {', '.join(sorted(unknown))}")
         args = {f: getattr(self, f) for f in self._fields}
+        if "solver" in changes and "contact_smoothing" not in changes:
+            args["contact_smoothing"] = None  # the new solver's default
         args.update(changes)
         return Scene(**args)
 

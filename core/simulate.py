@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from .integrator import Model, Stepper
+from .integrator import LinearizedStepper, Model, Stepper
 from .threads import one_blas_thread
 from .timing import timed
 
@@ -63,7 +63,7 @@ def simulate(scene, progress=None, guess=None, on_frame=None):
     frame's states, after every frame: an exception it raises ends the run (e.g. once a loss
     bound is passed)."""
     model = Model(scene)
-    stepper = Stepper(model)
+    stepper = (LinearizedStepper if scene.solver == "linearized" else Stepper)(model)
     ns, h = scene.n_steps, scene.h
     xs = np.empty((ns + 1, scene.cloth.n, 3))
     vs = np.empty_like(xs)

@@ -9,7 +9,9 @@ vertices, the pinned ones prescribed. Differentiating it at the converged y (tim
 with A = M(1 + hc) + h²∇²Φ the adjoint's matrix (core.adjoint): the same Linearization, the
 forward's factorizations as preconditioners, so a tangent costs what a backward pass costs, and
 ⟨J·a, b⟩ = ⟨a, Jᵀ·b⟩ holds to the solves' tolerance. Gauss–Newton (core.gauss_newton) multiplies
-by J with it.
+by J with it. A linearized step (core.adjoint) adds to the right-hand side what its own matrix's
+change moves: h²·((H̃ − ∇²Φ)·δx̂ − (∂H̃[δx̂] + ∂ₚH̃·δp)·Δ) over the free vertices, δx̂ the
+prediction's change (δx + h·δv, the pins' own).
 """
 
 import numpy as np
@@ -85,7 +87,28 @@ def tangent(scene, traj, direction, lin=None):
         if d["damping"]:
             push += d["damping"] * model.m[:, None] * traj.step_v[s + 1]
         rhs = (1 + h * model.c) * mf * dxs[s][free] + h * mf * dvs[s][free] - h * h * push[free]
+        if lin.linearized:
+            rhs += h * h * _own_matrix_change(lin, s, pt, dxs[s] + h * dvs[s], pinned_step if moving_pins else None,
+                                              d if stiffness else None)[free]
         dxs[s + 1][free] = lin.solve(s, rhs.ravel()).reshape(-1, 3)
         dxs[s + 1][pinned] = pins_at(s + 1)
         dvs[s + 1] = (dxs[s + 1] - dxs[s]) / h
     return Tangent(scene, dxs, dvs)
+
+
+def _own_matrix_change(lin, s, pt, dxhat, pinned_step, d):
+    """(H̃ − ∇²Φ)·δx̂_free − (∂H̃[δx̂] + ∂ₚH̃·δp)·Δ (n,3) at a linearized step: δx̂ the
+    prediction's change, its free rows from dxhat and its pinned ones from pinned_step (None:
+    zero; ∇²Φ times those is the step's push already), d the design direction (None: no
+    stiffness change)."""
+    model, potential, free = lin.model, lin.model.potential, lin.model.free
+    free_part = np.zeros_like(dxhat)
+    free_part[free] = dxhat[free]
+    whole = free_part if pinned_step is None else free_part + pinned_step
+    delta = lin.delta(s)
+    out = -potential.hess_vec(pt, free_part) - potential.third_tangent(pt, whole, delta)
+    out[free] += (model.system.matvec(lin.matrix(s), free_part[free].ravel()).reshape(-1, 3)
+                  - (1 + model.h * model.c) * model.mf[:, None] * free_part[free]) / model.h ** 2
+    if d is not None:
+        out -= potential.design_hess_tangent(pt, d["k_tension"], d["k_bending"], d["contact_stiffness"], delta)
+    return out

@@ -13,8 +13,11 @@ F = 8  # frames
 
 def make_scene(kind):
     """Small scenes with hinge bending: smooth (no contact), sphere, plane, moving sphere, animated
-    pin with substeps; springs_smooth, springs_sphere: the same with bending springs."""
+    pin with substeps; springs_smooth, springs_sphere: the same with bending springs; linearized_*:
+    the same with one linearized solve a step (Scene(solver="linearized"))."""
     rng = np.random.default_rng(7)
+    solver = "linearized" if kind.startswith("linearized_") else "newton"
+    kind = kind.removeprefix("linearized_")
     verts, tris = dc.grid(5, 5, size=0.4)
     bending = "springs" if kind.startswith("springs_") else "hinge"
     kind = kind.removeprefix("springs_")
@@ -24,7 +27,7 @@ def make_scene(kind):
     # converged far below the default tolerance: a central difference divides the forward's
     # convergence noise by its step (1e-10 noise gave 1e-4 relative FD error on a contact scene)
     kw = dict(steps=F, dt=0.05, v0=rng.normal(size=(25, 3)) * 0.1, forces=rng.normal(size=(F, 25, 3)) * 0.01,
-              contact_stiffness=7.5e4, tol=1e-12)
+              contact_stiffness=7.5e4, tol=1e-12, solver=solver)
     if kind == "sphere":
         kw["colliders"] = [dc.Sphere((0.0, 0.05, -0.16), 0.1)]
     elif kind == "plane":
@@ -73,11 +76,14 @@ COMPONENTS = [
 ]
 
 
-SMOOTH = ("smooth", "pin_path", "springs_smooth")  # no contact: the tighter tolerance
+SMOOTH = ("smooth", "pin_path", "springs_smooth", "linearized_smooth", "linearized_pin_path",
+          "linearized_springs_smooth")  # no contact: the tighter tolerance
 
 
 @pytest.fixture(scope="module", params=["smooth", "sphere", "plane", "moving_sphere", "pin_path", "springs_smooth",
-                                        "springs_sphere"])
+                                        "springs_sphere", "linearized_smooth", "linearized_sphere", "linearized_plane",
+                                        "linearized_moving_sphere", "linearized_pin_path",
+                                        "linearized_springs_smooth", "linearized_springs_sphere"])
 def case(request):
     scene = make_scene(request.param)
     loss = loss_for(scene)

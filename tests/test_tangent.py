@@ -11,7 +11,7 @@ from core.tangent import tangent
 FIELDS = ("k_tension", "k_bending", "x0", "v0", "forces", "damping", "contact_stiffness", "pin_path")
 
 
-def contact_scene(pin_path=False, bending="hinge"):
+def contact_scene(pin_path=False, bending="hinge", solver="newton"):
     """5×5 cloth falling onto a sphere (contact from the third step), damped, 2 substeps per
     frame; optionally its pins dragged sideways. tol 1e-12 so differences resolve 1e-8."""
     verts, tris = dc.grid(5, 5, size=0.4)
@@ -21,7 +21,7 @@ def contact_scene(pin_path=False, bending="hinge"):
     if pin_path:
         path = verts[[20, 24]][None] + np.linspace(0, 1, 9)[:, None, None] * np.array([0.05, 0.0, 0.03])
     return dc.Scene(cloth, steps=8, dt=0.05, substeps=2, colliders=[dc.Sphere((0, 0.0, -0.15), 0.12)],
-                    contact_stiffness=300.0, pin_path=path, tol=1e-12, v0=(0.1, 0.0, -0.2))
+                    contact_stiffness=300.0, pin_path=path, tol=1e-12, v0=(0.1, 0.0, -0.2), solver=solver)
 
 
 def random_direction(scene, rng):
@@ -47,11 +47,13 @@ def moved(scene, d, eps):
     return scene.replace(**changes)
 
 
-@pytest.mark.parametrize("field,pin_path,bending", [
-    (f, p, b) for p, b in ((False, "hinge"), (True, "hinge"), (True, "springs")) for f in FIELDS
-    if p or f != "pin_path"])  # without a pin path the pins sit at x0: their direction is x0's
-def test_tangent_matches_finite_differences(field, pin_path, bending):
-    scene = contact_scene(pin_path, bending)
+@pytest.mark.parametrize("field,pin_path,bending,solver", [
+    (f, p, b, solver) for p, b, solver in ((False, "hinge", "newton"), (True, "hinge", "newton"),
+                                           (True, "springs", "newton"), (True, "hinge", "linearized"),
+                                           (True, "springs", "linearized"))
+    for f in FIELDS if p or f != "pin_path"])  # without a pin path the pins sit at x0: their direction is x0's
+def test_tangent_matches_finite_differences(field, pin_path, bending, solver):
+    scene = contact_scene(pin_path, bending, solver)
     traj = dc.simulate(scene)
     assert traj.stats.converged.all()
     d = {field: random_direction(scene, np.random.default_rng(FIELDS.index(field)))[field]}
@@ -66,9 +68,9 @@ def test_tangent_matches_finite_differences(field, pin_path, bending):
     assert np.array_equal(t.x, t.step_x[::scene.substeps])
 
 
-@pytest.mark.parametrize("pin_path", [False, True])
-def test_tangent_is_the_adjoint_transposed(pin_path):
-    scene = contact_scene(pin_path)
+@pytest.mark.parametrize("pin_path,solver", [(False, "newton"), (True, "newton"), (True, "linearized")])
+def test_tangent_is_the_adjoint_transposed(pin_path, solver):
+    scene = contact_scene(pin_path, solver=solver)
     traj = dc.simulate(scene)
     rng = np.random.default_rng(7)
     a = random_direction(scene, rng)
@@ -89,11 +91,12 @@ def test_bad_directions_name_the_field():
         tangent(scene, traj, {"pin_path": np.zeros((9, 2, 3))})
 
 
-def test_passes_on_the_steps_own_factorizations_agree():
+@pytest.mark.parametrize("solver", ["newton", "linearized"])
+def test_passes_on_the_steps_own_factorizations_agree(solver):
     """A Linearization that factors each step's matrix itself (what Gauss–Newton's many passes
     use) gives the tangent and the gradient that the forward's factorizations give."""
     from core.adjoint import Linearization
-    scene = contact_scene(True)
+    scene = contact_scene(True, solver=solver)
     traj = dc.simulate(scene)
     rng = np.random.default_rng(11)
     a = random_direction(scene, rng)
