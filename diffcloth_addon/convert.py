@@ -370,6 +370,10 @@ def gather(context, cloth_name=None, need_targets=True, use_active=True):
         owner = t.diffcloth.cloth
         if owner is not None and (owner.type != "MESH" or owner.diffcloth.role != "CLOTH"):
             raise InputError(f"target '{t.name}' poses '{owner.name}', which is not marked as Cloth")
+        if owner is not None and scene.objects.get(owner.name) != owner:  # deleted, but held by the pointer
+            raise InputError(f"target '{t.name}' poses '{owner.name}', which is not in this scene: set its Cloth, "
+                             "or clear it to pose the scene's only cloth")
+    others = [t for t in targets if t.diffcloth.cloth not in (None, cloth_obj)]
     targets = [t for t in targets if t.diffcloth.cloth in (None, cloth_obj)]
     target_frames = {o.name: sorted(keyed_frames(o)) for o in targets}
     for t in targets:
@@ -429,6 +433,10 @@ def gather(context, cloth_name=None, need_targets=True, use_active=True):
     finally:
         scene.frame_set(original_frame)
 
+    if need_targets and not targets and others:
+        raise InputError(f"no targets pose cloth '{name}' ("
+                         + ", ".join(f"'{t.name}' poses '{t.diffcloth.cloth.name}'" for t in others)
+                         + "): set a target's Cloth to it, or run the cloth they pose")
     if need_targets and not target_pos:
         raise InputError(NO_KEYS if targets else NO_TARGETS)
     built = []

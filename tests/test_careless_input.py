@@ -514,10 +514,14 @@ def add_sphere(location=(0.0, 0.0, -0.3), radius=0.15, name="Sphere"):
 
 @pytest.fixture
 def aimed(blank):
-    """A pinned 5×5 cloth, frames 1-6, and a target 2 cm below it keyed at frame 6; Max Iterations 2."""
+    """A pinned 5×5 cloth, frames 1-6, and a target keyed at frame 6 whose free vertices are 3 cm
+    lower than the cloth's rest; Max Iterations 2."""
     short_range(blank)
     cloth = grid_cloth(n=5)
-    target = add_target(blank, cloth, 6)
+    target = add_target(blank, cloth, 6, offset=(0.0, 0.0, 0.0))
+    for v in target.data.vertices:
+        if not v.groups:  # not in the pin group
+            v.co.z -= 0.03
     blank.scene.diffcloth.max_iterations = 2
     blank.scene.frame_set(1)
     blank.view_layer.objects.active = cloth
@@ -791,3 +795,98 @@ def test_a_hand_made_mesh(blank, kind):
     setup = matches_plain(blank, cloth)
     assert setup.scene.cloth.n == len(verts)
     assert len(setup.scene.cloth.tris) == sum(len(f) - 2 for f in faces)
+
+
+# ---------------------------------------------------------------------------------------------
+# broken targets
+
+def _target_case(context, cloth, target, kind):
+    """Break the aimed fixture's target as an artist might; returns the cloth to run."""
+    if kind == "wrong vertex count":
+        bpy.ops.mesh.primitive_plane_add(size=0.4)
+        small = context.active_object
+        small.name, small.diffcloth.role = "Small", "TARGET"
+        small.keyframe_insert("location", frame=3)
+    elif kind == "an empty":
+        empty = bpy.data.objects.new("Empty", None)
+        context.collection.objects.link(empty)
+        empty.diffcloth.role = "TARGET"
+        empty.keyframe_insert("location", frame=3)
+    elif kind == "a curve":
+        bpy.ops.curve.primitive_bezier_circle_add()
+        curve = context.active_object
+        curve.name, curve.diffcloth.role = "Curve", "TARGET"
+        curve.keyframe_insert("location", frame=3)
+    elif kind == "keyed after the range":
+        target.keyframe_insert("location", frame=9)
+    elif kind == "keyed before the range":
+        target.keyframe_insert("location", frame=0)
+    elif kind == "two targets at one frame":
+        add_target(context, cloth, 6, name="Second")
+    elif kind == "no keyframes":
+        target.animation_data_clear()
+    elif kind == "its cloth deleted":  # still held by the pointer: out of the scene, not out of the file
+        other = grid_cloth("Old", n=5)
+        target.diffcloth.cloth = other
+        bpy.ops.object.select_all(action="DESELECT")
+        other.select_set(True)
+        context.view_layer.objects.active = other
+        assert bpy.ops.object.delete() == {"FINISHED"}
+        assert "Old" in bpy.data.objects and "Old" not in context.scene.objects
+    elif kind == "its cloth removed":  # gone from the file: the pointer is cleared, the scene's only cloth
+        other = grid_cloth("Old", n=5)
+        target.diffcloth.cloth = other
+        bpy.data.objects.remove(other)
+        assert target.diffcloth.cloth is None
+    elif kind == "posing another cloth":
+        other = grid_cloth("Other", n=5, location=(1.0, 0.0, 0.0))
+        target.diffcloth.cloth = other
+    elif kind == "posing a collider":
+        target.diffcloth.cloth = add_sphere(location=(1.0, 0.0, 0.0))
+    elif kind == "a missing Weight Group":
+        target.diffcloth.weight_group = "nope"
+    elif kind == "a Weight Group on half":
+        half = [v.index for v in target.data.vertices if v.co.x < 0]
+        target.vertex_groups.new(name="half").add(half, 1.0, "REPLACE")
+        target.diffcloth.weight_group = "half"
+    elif kind == "subdivided":
+        target.modifiers.new("Subdivision", "SUBSURF").levels = 1
+    else:
+        raise KeyError(kind)
+    context.scene.frame_set(1)
+    context.view_layer.objects.active = cloth
+
+
+TARGETS = {
+    "wrong vertex count": "target 'Small' has 4 vertices, cloth 'Cloth' has 25",
+    "an empty": "target 'Empty' is not a mesh",
+    "a curve": "target 'Curve' is not a mesh",
+    "keyed after the range": "target 'Target' has keyframes at [9], outside the frame range 1-6",
+    "keyed before the range": "target 'Target' has keyframes at [0], outside the frame range 1-6",
+    "two targets at one frame": "targets 'Target' and 'Second' are both keyed at frame 6",
+    "no keyframes": "no targets with keyframes",
+    # these two said "no targets: add one with 'New Target from Cloth'"
+    "its cloth deleted": "target 'Target' poses 'Old', which is not in this scene",
+    "its cloth removed": None,
+    "posing another cloth": "no targets pose cloth 'Cloth' ('Target' poses 'Other')",
+    "posing a collider": "target 'Target' poses 'Sphere', which is not marked as Cloth",
+    "a missing Weight Group": "'Target' has no vertex group 'nope'",
+    "a Weight Group on half": None,
+    "subdivided": "target 'Target' has 81 vertices, cloth 'Cloth' has 25",
+}
+# what the run warns about (with outcome None)
+TARGET_WARNINGS: dict[str, str] = {}
+
+
+@pytest.mark.parametrize("kind", list(TARGETS))
+def test_a_broken_target(aimed, blank, kind):
+    """The artist keyed, pointed or weighted a target carelessly."""
+    cloth, target = aimed
+    _target_case(blank, cloth, target, kind)
+    if TARGETS[kind] is not None:
+        refused(blank, bpy.ops.diffcloth.optimize, TARGETS[kind])
+        return
+    warnings = ops().prepare(blank, "optimize")[0].warnings
+    assert warnings == ([TARGET_WARNINGS[kind]] if kind in TARGET_WARNINGS else [])
+    assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
+    matches_plain(blank, cloth)
