@@ -337,20 +337,21 @@ def _loss(targets, target_pos, start, depsgraph_get, n):
     """The keyframe loss of the targets' poses (frame: (name, positions)), and warnings for keys
     that count for nothing; refused when every key does."""
     by_name = {t.name: t for t in targets}
-    weights, vertex_weights, zero = {}, {}, []
+    weights, vertex_weights, nothing = {}, {}, {}
     for f, (name, _) in target_pos.items():
         t = by_name[name]
         weights[f - start] = t.diffcloth.weight
         if t.diffcloth.weight_group:
             vertex_weights[f - start] = group_weights(t, t.diffcloth.weight_group, depsgraph_get())
-        if weights[f - start] * (vertex_weights[f - start].sum() if f - start in vertex_weights else n) <= 0:
-            zero.append(f"'{name}' at frame {f}")
-    if len(zero) == len(target_pos):
-        raise InputError(f"every target counts for nothing (Weight 0, or a Weight Group of zero weights): "
-                         f"{', '.join(zero)}")
+        if f == start:  # the cloth starts as modelled, whatever may change
+            nothing[f"'{name}' at frame {f}"] = "the start frame, where the cloth is as modelled: key it later"
+        elif weights[f - start] * (vertex_weights[f - start].sum() if f - start in vertex_weights else n) <= 0:
+            nothing[f"'{name}' at frame {f}"] = "Weight 0, or a Weight Group of zero weights"
+    if len(nothing) == len(target_pos):
+        raise InputError("every target counts for nothing: " + ", ".join(f"{k} ({why})" for k, why in nothing.items()))
     loss = dc.KeyframeLoss({f - start: pos for f, (_, pos) in target_pos.items()}, weights=weights,
                            vertex_weights=vertex_weights or None)
-    return loss, [f"target {z} counts for nothing (Weight 0, or a Weight Group of zero weights)" for z in zero]
+    return loss, [f"target {k} counts for nothing ({why})" for k, why in nothing.items()]
 
 
 def gather(context, cloth_name=None, need_targets=True, use_active=True):

@@ -421,8 +421,8 @@ def test_targets_that_count_for_nothing(keyed, blank):
     from diffcloth.diffcloth_addon import operators
     cloth, target = keyed
     target.diffcloth.weight = 0.0
-    refused(blank, bpy.ops.diffcloth.optimize, "every target counts for nothing (Weight 0, or a Weight Group of zero "
-            "weights): 'Target' at frame 13")
+    refused(blank, bpy.ops.diffcloth.optimize, "every target counts for nothing: 'Target' at frame 13 (Weight 0, or a "
+            "Weight Group of zero weights)")
     target.diffcloth.weight = 1.0
     target.vertex_groups.new(name="none")
     target.diffcloth.weight_group = "none"
@@ -851,6 +851,11 @@ def _target_case(context, cloth, target, kind):
         target.diffcloth.weight_group = "half"
     elif kind == "subdivided":
         target.modifiers.new("Subdivision", "SUBSURF").levels = 1
+    elif kind == "keyed at the start frame only":
+        target.animation_data_clear()
+        target.keyframe_insert("location", frame=1)
+    elif kind == "keyed at the start frame too":
+        target.keyframe_insert("location", frame=1)
     else:
         raise KeyError(kind)
     context.scene.frame_set(1)
@@ -873,9 +878,16 @@ TARGETS = {
     "a missing Weight Group": "'Target' has no vertex group 'nope'",
     "a Weight Group on half": None,
     "subdivided": "target 'Target' has 81 vertices, cloth 'Cloth' has 25",
+    # nothing can move the cloth at its start frame: it went on to optimize nothing
+    "keyed at the start frame only": "every target counts for nothing: 'Target' at frame 1 (the start frame, where the "
+                                     "cloth is as modelled: key it later)",
+    "keyed at the start frame too": None,
 }
 # what the run warns about (with outcome None)
-TARGET_WARNINGS: dict[str, str] = {}
+TARGET_WARNINGS = {
+    "keyed at the start frame too": "target 'Target' at frame 1 counts for nothing (the start frame, where the cloth "
+                                    "is as modelled: key it later)",
+}
 
 
 @pytest.mark.parametrize("kind", list(TARGETS))
