@@ -166,18 +166,22 @@ def scale_text(mw):
 
 def collider_pose(obj, role, frame):
     """(center, radius) of a sphere or (point, normal) of a plane from the evaluated object at a
-    frame; a collider shrunk to nothing is refused by name."""
+    frame; a collider shrunk to nothing, or a mesh whose vertices are not where its origin puts the
+    collider (its location applied, a cube as a floor), is refused by name."""
     mw = np.array(obj.matrix_world)
     lin = mw[:3, :3]
     kind = "sphere" if role == "SPHERE" else "plane"
     if not np.isfinite(mw).all():
         raise InputError(f"{kind} collider '{obj.name}' has a NaN or infinite transform at frame {frame}")
+    local = None
+    if obj.type == "MESH":
+        local = np.empty(len(obj.data.vertices) * 3)
+        obj.data.vertices.foreach_get("co", local)
+        local = local.reshape(-1, 3)
     if role == "SPHERE":
         scale = float(np.linalg.norm(lin, axis=0).max())
-        if obj.type == "MESH" and len(obj.data.vertices):
-            co = np.empty(len(obj.data.vertices) * 3)
-            obj.data.vertices.foreach_get("co", co)
-            radius = float(np.linalg.norm(co.reshape(-1, 3), axis=1).max()) * scale
+        if local is not None:
+            radius = float(np.linalg.norm(local, axis=1).max()) * scale if len(local) else 0.0
         elif obj.type == "EMPTY":
             radius = obj.empty_display_size * scale
         else:
@@ -185,6 +189,11 @@ def collider_pose(obj, role, frame):
         if not radius > 0:
             raise InputError(f"sphere collider '{obj.name}' has no size at frame {frame} (scale {scale_text(mw)}): "
                              "give it a size, or set its Role to None")
+        off = float(np.linalg.norm(lin @ (local.max(axis=0) + local.min(axis=0)) / 2)) if local is not None else 0.0
+        if off > 0.25 * radius:
+            raise InputError(f"sphere collider '{obj.name}': its vertices are centred {off:.3g} m from its origin at "
+                             f"frame {frame}, and DiffCloth's sphere is centred on the origin (location applied?): set "
+                             "its origin to its geometry (Object › Set Origin)")
         return mw[:3, 3].copy(), radius
     # the normal of the object's XY plane, which stays defined when the Z scale is 0; on the local Z side
     normal = np.cross(lin[:, 0], lin[:, 1])
@@ -194,7 +203,14 @@ def collider_pose(obj, role, frame):
                          f"(scale {scale_text(mw)}): its normal is undefined; give it an X and Y scale")
     if normal @ lin[:, 2] < 0:
         normal = -normal
-    return mw[:3, 3].copy(), normal / length
+    normal = normal / length
+    world = local @ lin.T if local is not None and len(local) else np.zeros((1, 3))
+    off = float(np.abs(world @ normal).max())
+    if off > 1e-3 * float(np.ptp(world, axis=0).max()):
+        raise InputError(f"plane collider '{obj.name}': its vertices lie up to {off:.3g} m off DiffCloth's plane "
+                         f"(through its origin, along its local X and Y) at frame {frame} (location or rotation "
+                         "applied, or not a flat plane?): set its origin and rotation to the surface's")
+    return mw[:3, 3].copy(), normal
 
 
 def check_undeformed(obj, local_co, frame):

@@ -902,3 +902,146 @@ def test_a_broken_target(aimed, blank, kind):
     assert warnings == ([TARGET_WARNINGS[kind]] if kind in TARGET_WARNINGS else [])
     assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
     matches_plain(blank, cloth)
+
+
+# ---------------------------------------------------------------------------------------------
+# colliders
+
+def _collider_case(context, kind):
+    """Add a collider under the cloth as an artist might; returns it and what it must collide as:
+    ("sphere", center, radius) or ("plane", point, normal), at the start frame."""
+    if kind == "an empty as a sphere":
+        empty = bpy.data.objects.new("Ball", None)
+        context.collection.objects.link(empty)
+        empty.empty_display_type, empty.empty_display_size = "SPHERE", 0.1
+        empty.location, empty.scale = (0.0, 0.0, -0.3), (1.5, 1.5, 1.5)
+        empty.diffcloth.role = "SPHERE"
+        return ("sphere", (0.0, 0.0, -0.3), 0.15)
+    if kind == "an animated sphere":
+        sphere = add_sphere(location=(-0.3, 0.0, -0.3))
+        sphere.keyframe_insert("location", frame=1)
+        sphere.location.x = 0.3
+        sphere.keyframe_insert("location", frame=6)
+        return ("sphere", (-0.3, 0.0, -0.3), 0.15)
+    if kind == "a sphere parented to an animated empty":
+        rig = bpy.data.objects.new("Rig", None)
+        context.collection.objects.link(rig)
+        rig.location = (0.0, 0.0, -0.5)
+        rig.keyframe_insert("location", frame=1)
+        rig.location = (0.0, 0.2, -0.3)
+        rig.keyframe_insert("location", frame=6)
+        sphere = add_sphere(location=(0.0, 0.0, 0.0))
+        sphere.parent = rig
+        sphere.location = (0.0, 0.0, 0.2)
+        return ("sphere", (0.0, 0.0, -0.3), 0.15)
+    if kind == "a sphere with a Copy Location constraint":
+        mover = bpy.data.objects.new("Mover", None)
+        context.collection.objects.link(mover)
+        mover.location = (0.0, 0.0, -0.3)
+        mover.keyframe_insert("location", frame=1)
+        mover.location = (0.1, 0.0, -0.2)
+        mover.keyframe_insert("location", frame=6)
+        sphere = add_sphere(location=(5.0, 5.0, 5.0))
+        sphere.constraints.new("COPY_LOCATION").target = mover
+        return ("sphere", (0.0, 0.0, -0.3), 0.15)
+    if kind == "a sphere with an animated scale":
+        sphere = add_sphere(radius=0.1, location=(0.0, 0.0, -0.4))
+        sphere.keyframe_insert("scale", frame=1)
+        sphere.scale = (2.5, 2.5, 2.5)
+        sphere.keyframe_insert("scale", frame=6)
+        return ("sphere", (0.0, 0.0, -0.4), 0.1)
+    if kind == "a plane with non-uniform scale":
+        plane = add_plane(location=(0, 0, -0.3), rotation=(0.3, 0.0, 0.0), scale=(3.0, 0.5, 2.0))
+        return ("plane", (0, 0, -0.3), (0.0, -math.sin(0.3), math.cos(0.3)))
+    if kind == "a plane with a negative X scale":
+        add_plane(scale=(-1.0, 1.0, 1.0))
+        return ("plane", (0, 0, -0.3), (0, 0, 1))
+    if kind == "an animated plane":
+        plane = add_plane(location=(0, 0, -0.3))
+        plane.keyframe_insert("rotation_euler", frame=1)
+        plane.rotation_euler.x = 0.4
+        plane.keyframe_insert("rotation_euler", frame=6)
+        return ("plane", (0, 0, -0.3), (0, 0, 1))
+    if kind == "an empty as a plane":
+        empty = bpy.data.objects.new("Ground", None)
+        context.collection.objects.link(empty)
+        empty.location = (0.0, 0.0, -0.2)
+        empty.diffcloth.role = "PLANE"
+        return ("plane", (0, 0, -0.2), (0, 0, 1))
+    raise KeyError(kind)
+
+
+COLLIDERS = ["an empty as a sphere", "an animated sphere", "a sphere parented to an animated empty",
+             "a sphere with a Copy Location constraint", "a sphere with an animated scale",
+             "a plane with non-uniform scale", "a plane with a negative X scale", "an animated plane",
+             "an empty as a plane"]
+
+
+@pytest.mark.parametrize("kind", COLLIDERS)
+def test_a_collider_set_up_loosely(blank, kind):
+    """The artist used an empty, a parent, a constraint, animation or an odd scale on a collider:
+    DiffCloth collides with what the viewport shows, frame by frame."""
+    short_range(blank, 1, 6)
+    cloth = grid_cloth(n=5, pins=False)
+    shape, a, b = _collider_case(blank, kind)
+    blank.scene.frame_set(1)
+    blank.view_layer.objects.active = cloth
+    collider = conv().gather(blank, need_targets=False).scene.colliders[0]
+    if shape == "sphere":
+        center, radius = collider.at(0.0)
+        assert np.allclose(center, a, atol=1e-6) and radius == pytest.approx(b, rel=1e-3)
+    else:
+        point, normal = collider.at(0.0)
+        assert np.allclose(point, a, atol=1e-6) and np.allclose(normal, b, atol=1e-6)
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    matches_plain(blank, cloth)
+
+
+BAD_COLLIDERS = {
+    "a curve as a sphere": "sphere collider 'Circle' must be a mesh or an empty",
+    "a mesh with no vertices as a sphere": "sphere collider 'Nothing' has no size at frame 1",
+    "a plane with a negative Z scale": "cloth 'Cloth' starts behind plane collider 'Floor'",
+    "a plane closer than the Thickness": "cloth 'Cloth' starts closer to plane collider 'Floor' than its Thickness",
+    "the target made a sphere": "cloth 'Cloth' starts inside sphere collider 'Target'",
+    # these four collided as something else: a huge sphere about the world origin ("starts inside"),
+    # a floor 30 cm above the one shown, a plane through the middle of the cube;
+    # a mesh without vertices was "not a mesh or an empty"
+    "a sphere whose location was applied": "sphere collider 'Sphere': its vertices are centred 0.5 m from its origin "
+                                           "at frame 1",
+    "a floor whose location was applied": "plane collider 'Floor': its vertices lie up to 0.3 m off DiffCloth's plane",
+    "a cube as a floor": "plane collider 'Cube': its vertices lie up to 0.5 m off DiffCloth's plane",
+}
+
+
+@pytest.mark.parametrize("kind", list(BAD_COLLIDERS))
+def test_a_collider_that_cannot_collide_as_shown(blank, kind):
+    """Colliders DiffCloth cannot take as the artist meant them are named."""
+    short_range(blank, 1, 6)
+    cloth = grid_cloth(n=5)
+    if kind == "a curve as a sphere":
+        bpy.ops.curve.primitive_bezier_circle_add(location=(0, 0, -0.5))
+        blank.active_object.name, blank.active_object.diffcloth.role = "Circle", "SPHERE"
+    elif kind == "a mesh with no vertices as a sphere":
+        nothing = bpy.data.objects.new("Nothing", bpy.data.meshes.new("Nothing"))
+        blank.collection.objects.link(nothing)
+        nothing.diffcloth.role = "SPHERE"
+    elif kind == "a plane with a negative Z scale":
+        add_plane(scale=(1.0, 1.0, -1.0))
+    elif kind == "a plane closer than the Thickness":
+        add_plane()
+        cloth.diffcloth.thickness = 0.5
+    elif kind == "the target made a sphere":
+        add_target(blank, cloth, 6).diffcloth.role = "SPHERE"
+    elif kind == "a sphere whose location was applied":
+        add_sphere(location=(0.0, 0.0, -0.5))
+        bpy.ops.object.transform_apply(location=True, rotation=False, scale=False)
+    elif kind == "a floor whose location was applied":
+        add_plane(location=(0.0, 0.0, -0.3))
+        bpy.ops.object.transform_apply(location=True, rotation=False, scale=False)
+        blank.active_object.location = (0.0, 0.0, -0.1)  # moved down: the floor shown at -0.4, its origin at -0.1
+    elif kind == "a cube as a floor":
+        bpy.ops.mesh.primitive_cube_add(size=1.0, location=(0.0, 0.0, -1.0))
+        blank.active_object.diffcloth.role = "PLANE"
+    blank.view_layer.objects.active = cloth
+    blank.scene.frame_set(1)
+    refused(blank, bpy.ops.diffcloth.simulate, BAD_COLLIDERS[kind])
