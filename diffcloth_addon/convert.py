@@ -243,12 +243,16 @@ BLENDER_PHYSICS = {"CLOTH": "Cloth", "SOFT_BODY": "Soft Body"}
 
 
 def check_cloth_object(obj):
-    """What can be told before evaluating anything: no Blender physics of its own."""
+    """What can be told before evaluating anything: no Blender physics of its own, no shape key
+    shown alone in place of the bake."""
     for m in obj.modifiers:
         if m.type in BLENDER_PHYSICS and (m.show_viewport or m.show_render):
             raise InputError(f"cloth '{obj.name}' also has Blender's own {BLENDER_PHYSICS[m.type]} physics "
                              f"(modifier '{m.name}'), which would simulate on top of DiffCloth's bake: remove it "
                              "(Properties › Physics)")
+    if obj.show_only_shape_key:
+        raise InputError(f"cloth '{obj.name}' has Shape Key Lock on (the pin under Object Data › Shape Keys), which "
+                         "shows one shape key alone instead of the bake: turn it off")
 
 
 def check_transform(obj, mw, frame):

@@ -1045,3 +1045,107 @@ def test_a_collider_that_cannot_collide_as_shown(blank, kind):
     blank.view_layer.objects.active = cloth
     blank.scene.frame_set(1)
     refused(blank, bpy.ops.diffcloth.simulate, BAD_COLLIDERS[kind])
+
+
+# ---------------------------------------------------------------------------------------------
+# a cloth carried by parents, constraints and animation
+
+def _carrier(context, name="Rig"):
+    """An empty moved 0.3 m along X over frames 1-6."""
+    rig = bpy.data.objects.new(name, None)
+    context.collection.objects.link(rig)
+    rig.keyframe_insert("location", frame=1)
+    rig.location = (0.3, 0.0, 0.0)
+    rig.keyframe_insert("location", frame=6)
+    return rig
+
+
+CARRIED = ["parented", "Child Of", "Copy Location", "parent with an animated scale", "parent disabled in viewports",
+           "Subdivision for the render only", "its own shape key at 0"]
+
+
+@pytest.mark.parametrize("kind", CARRIED)
+def test_a_carried_cloth(blank, kind):
+    """The cloth rides a moving object (a parent, a constraint), or carries what only the render
+    shows: its pins follow what the viewport shows at every frame, and the bake is the simulation."""
+    short_range(blank, 1, 6)
+    cloth = grid_cloth(n=4)
+    rig = _carrier(blank)
+    carried = (0.3, 0.0, 0.0)
+    if kind == "parented":
+        cloth.parent = rig
+    elif kind == "Child Of":
+        cloth.constraints.new("CHILD_OF").target = rig
+    elif kind == "Copy Location":
+        c = cloth.constraints.new("COPY_LOCATION")
+        c.target, c.use_offset = rig, True
+    elif kind == "parent with an animated scale":
+        cloth.parent = rig
+        rig.keyframe_insert("scale", frame=1)
+        rig.scale = (2.0, 2.0, 2.0)
+        rig.keyframe_insert("scale", frame=6)
+        carried = None
+    elif kind == "parent disabled in viewports":
+        cloth.parent = rig
+        rig.hide_viewport = True
+    elif kind == "Subdivision for the render only":
+        subsurf = cloth.modifiers.new("Subdivision", "SUBSURF")
+        subsurf.show_viewport = False
+        carried = (0.0, 0.0, 0.0)
+    elif kind == "its own shape key at 0":
+        cloth.shape_key_add(name="Basis")
+        sag = cloth.shape_key_add(name="Sag")
+        sag.data[0].co.z -= 0.1
+        sag.value = 0.0
+        carried = (0.0, 0.0, 0.0)
+    blank.scene.frame_set(1)
+    blank.view_layer.objects.active = cloth
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    shown = baked(blank, cloth, range(1, 7))
+    pins = [v.index for v in cloth.data.vertices if v.groups]
+    if carried is not None:
+        assert np.abs(shown[-1][pins] - shown[0][pins] - carried).max() < 1e-5
+    else:  # the pins scale about the parent's origin, which moved
+        rest = np.array([v.co for v in cloth.data.vertices])[pins]
+        assert np.abs(shown[-1][pins] - (2.0 * rest + [0.3, 0.0, 0.0])).max() < 1e-5
+    matches_plain(blank, cloth)
+
+
+EDITED = {
+    "a Subdivision in the viewport only": ("modifier 'Subdivision' change(s) its vertex count (16 → 49) at frame 1"),
+    "its own shape key at 1": "shape key 'Sag' change(s) its shape at frame 1",
+    # these two baked a motion that never showed (the viewport showing the rest shape at every frame)
+    "a muted shape key shown alone (pinned)": "cloth 'Cloth' has Shape Key Lock on",
+    "a baked shape key shown alone (pinned)": "cloth 'Cloth' has Shape Key Lock on",
+}
+
+
+@pytest.mark.parametrize("kind", list(EDITED))
+def test_a_cloth_shown_otherwise_than_modelled(blank, kind):
+    """The cloth shows a shape other than its mesh: named, since the bake goes under it."""
+    short_range(blank, 1, 6)
+    cloth = grid_cloth(n=4)
+    if kind == "a Subdivision in the viewport only":
+        cloth.modifiers.new("Subdivision", "SUBSURF").show_render = False
+    elif kind == "its own shape key at 1":
+        cloth.shape_key_add(name="Basis")
+        sag = cloth.shape_key_add(name="Sag")
+        sag.data[0].co.z -= 0.1
+        sag.value = 1.0
+    elif kind == "a muted shape key shown alone (pinned)":
+        cloth.shape_key_add(name="Basis")
+        sag = cloth.shape_key_add(name="Sag")
+        sag.data[0].co.z -= 0.1
+        sag.mute = True
+        cloth.active_shape_key_index = 1
+        cloth.show_only_shape_key = True
+    elif kind == "a baked shape key shown alone (pinned)":
+        assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+        cloth.active_shape_key_index = cloth.data.shape_keys.key_blocks.find("DiffCloth_f0004")
+        cloth.show_only_shape_key = True
+    blank.scene.frame_set(1)
+    if EDITED[kind] is not None:
+        refused(blank, bpy.ops.diffcloth.simulate, EDITED[kind])
+        return
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    matches_plain(blank, cloth)
