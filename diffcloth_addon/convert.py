@@ -243,13 +243,16 @@ BLENDER_PHYSICS = {"CLOTH": "Cloth", "SOFT_BODY": "Soft Body"}
 
 
 def check_cloth_object(obj):
-    """What can be told before evaluating anything: no Blender physics of its own, no shape key
-    shown alone in place of the bake."""
+    """What can be told before evaluating anything: no Blender physics of its own, not in Edit
+    Mode, no shape key shown alone in place of the bake."""
     for m in obj.modifiers:
         if m.type in BLENDER_PHYSICS and (m.show_viewport or m.show_render):
             raise InputError(f"cloth '{obj.name}' also has Blender's own {BLENDER_PHYSICS[m.type]} physics "
                              f"(modifier '{m.name}'), which would simulate on top of DiffCloth's bake: remove it "
                              "(Properties › Physics)")
+    if obj.mode == "EDIT":
+        raise InputError(f"cloth '{obj.name}' is in Edit Mode, whose edits are not in its mesh yet and which would "
+                         "overwrite the bake on leaving it: switch to Object Mode first")
     if obj.show_only_shape_key:
         raise InputError(f"cloth '{obj.name}' has Shape Key Lock on (the pin under Object Data › Shape Keys), which "
                          "shows one shape key alone instead of the bake: turn it off")

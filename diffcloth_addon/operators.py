@@ -39,6 +39,8 @@ def finish(context, setup, run):
     cloth = context.scene.objects.get(name)
     if cloth is None or len(cloth.data.vertices) != setup.scene.cloth.n:
         raise convert.InputError(f"cloth '{name}' was deleted or changed during the run; nothing was written")
+    if cloth.mode == "EDIT":  # leaving Edit Mode would overwrite the bake with the edit mesh
+        raise convert.InputError(f"cloth '{name}' was put in Edit Mode during the run; nothing was written")
     setup.cloth_obj = cloth  # an undo during the run reloads the data: look it up again
     motion = run.result if setup.kind == "simulate" else run.result.trajectory
     try:

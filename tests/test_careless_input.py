@@ -3,6 +3,10 @@ colliders, targets, hidden and animated objects. Every case ends as a named refu
 exactly as before, or as a result that matches a plain simulation."""
 
 import math
+import os
+import re
+import signal
+import time
 
 import numpy as np
 import pytest
@@ -1148,4 +1152,161 @@ def test_a_cloth_shown_otherwise_than_modelled(blank, kind):
         refused(blank, bpy.ops.diffcloth.simulate, EDITED[kind])
         return
     assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    matches_plain(blank, cloth)
+
+
+def test_a_cloth_in_edit_mode_is_refused(blank):
+    """The artist pressed Simulate with the cloth still in Edit Mode: its edits were not in the mesh
+    (refused as "something changes its shape"), or without edits the bake was written and then
+    overwritten with the rest shape on leaving Edit Mode."""
+    short_range(blank, 1, 4)
+    cloth = grid_cloth(n=4)
+    blank.view_layer.objects.active = cloth
+    assert bpy.ops.object.mode_set(mode="EDIT") == {"FINISHED"}
+    refused(blank, bpy.ops.diffcloth.simulate, "cloth 'Cloth' is in Edit Mode, whose edits are not in its mesh yet")
+    assert bpy.ops.object.mode_set(mode="OBJECT") == {"FINISHED"}
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    matches_plain(blank, cloth)
+
+
+def test_a_target_in_edit_mode_counts_as_edited(aimed, blank):
+    """A target still in Edit Mode is read with its edits."""
+    import bmesh
+    cloth, target = aimed
+    bpy.ops.object.select_all(action="DESELECT")
+    blank.view_layer.objects.active = target
+    assert bpy.ops.object.mode_set(mode="EDIT") == {"FINISHED"}
+    bm = bmesh.from_edit_mesh(target.data)
+    bm.verts.ensure_lookup_table()
+    bm.verts[12].co.z -= 0.05
+    bmesh.update_edit_mesh(target.data)
+    setup, _ = ops().prepare(blank, "optimize", cloth_name="Cloth")
+    assert setup.loss.targets[5][12, 2] == pytest.approx(-0.08, abs=1e-6)
+    assert bpy.ops.diffcloth.optimize(cloth="Cloth") == {"FINISHED"}
+    matches_plain(blank, cloth)
+
+
+# ---------------------------------------------------------------------------------------------
+# runs cancelled, failing, or outlived by their cloth
+
+@pytest.mark.parametrize("cancel_after", [0, 2])
+def test_an_inline_run_cancelled(aimed, blank, cancel_after):
+    """Cancel before the first iteration ends, or after two: the run keeps its best design, the scene
+    is untouched until it is written, and what is written is that design's simulation."""
+    cloth, _ = aimed
+    blank.scene.diffcloth.opt_forces, blank.scene.diffcloth.max_iterations = True, 10
+    before = snapshot(blank)
+    setup, job = ops().prepare(blank, "optimize")
+    run = run_inline(job, cancel_after)
+    assert run.error is None and run.result.reason == "stopped"
+    assert len(run.result.history) == max(cancel_after, 1)
+    assert run.result.loss < run.result.initial_loss
+    assert snapshot(blank) == before
+    ops().finish(blank, setup, run)
+    assert cloth["diffcloth_result"]["reason"] == "stopped"
+    assert np.abs(baked(blank, cloth, range(1, 7)) - run.result.trajectory.x).max() < 1e-5
+    blank.scene.frame_set(1)
+    matches_plain(blank, cloth)
+
+
+def _worker(job):
+    from diffcloth.diffcloth_addon import runner
+    return runner.Process(job).start()
+
+
+@pytest.mark.parametrize("how", ["killed after its first iteration", "failing"])
+def test_a_worker_process_that_ends_badly_writes_nothing(aimed, blank, how):
+    """The worker is killed mid-run (out of memory, the artist's task manager), or fails on a job it
+    cannot read: the run is reported as failed, naming the cloth, and nothing is written; the
+    previous bake stays."""
+    cloth, _ = aimed
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    blank.scene.diffcloth.opt_forces, blank.scene.diffcloth.max_iterations = True, 10000
+    before = snapshot(blank)
+    setup, job = ops().prepare(blank, "optimize")
+    if how == "failing":
+        del job["params"]
+    run = _worker(job)
+    if how != "failing":
+        infos = []
+        while not infos:
+            more, done = run.drain()
+            infos += more
+            assert not done
+            time.sleep(0.02)
+        os.kill(run.proc.pid, signal.SIGKILL)
+    _, done = run.wait()
+    assert done and run.result is None
+    expected = ("optimize of 'Cloth' failed: the worker process was killed (signal 9) before finishing"
+                if how != "failing" else "optimize of 'Cloth' failed: the worker process ended with exit code 1 "
+                "before finishing: KeyError: 'params'")
+    with pytest.raises(conv().InputError, match=re.escape(expected)):
+        ops().finish(blank, setup, run)
+    assert snapshot(blank) == before
+
+
+def test_a_diverging_simulation_keeps_the_previous_bake(blank):
+    """Tension and contact stiffness typed a thousand times too high: refused naming the cloth and the
+    frame, the bake of the last good run stays."""
+    short_range(blank, 1, 4)
+    cloth = grid_cloth(n=4)
+    add_sphere(location=(0.0, 0.0, -0.2), radius=0.15)
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    cloth.diffcloth.tension, cloth.diffcloth.contact_stiffness = 1e9, 1e8
+    refused(blank, bpy.ops.diffcloth.simulate, "simulate of 'Cloth' failed: simulation diverged at frame")
+
+
+def _during_run(context, cloth, kind, path):
+    """What the artist did while a run was going."""
+    if kind == "deleted the cloth":
+        bpy.data.objects.remove(cloth)
+    elif kind == "subdivided the cloth":
+        apply_edit(context, cloth, dict(side=7))
+    elif kind == "renamed the cloth":
+        cloth.name = "Sheet"
+    elif kind == "went into Edit Mode":
+        context.view_layer.objects.active = cloth
+        assert bpy.ops.object.mode_set(mode="EDIT") == {"FINISHED"}
+    elif kind == "reopened the file":  # as an undo does: every object is a new one
+        bpy.ops.wm.open_mainfile(filepath=path)
+    elif kind == "reopened a file with a finer cloth":
+        apply_edit(context, cloth, dict(side=7))
+        bpy.ops.wm.save_as_mainfile(filepath=path)
+        bpy.ops.wm.open_mainfile(filepath=path)
+    else:
+        raise KeyError(kind)
+
+
+DURING = {
+    "deleted the cloth": "cloth 'Cloth' was deleted or changed during the run; nothing was written",
+    "subdivided the cloth": "cloth 'Cloth' was deleted or changed during the run",
+    "renamed the cloth": "cloth 'Cloth' was deleted or changed during the run",
+    "went into Edit Mode": "cloth 'Cloth' was put in Edit Mode during the run; nothing was written",
+    "reopened the file": None,
+    "reopened a file with a finer cloth": "cloth 'Cloth' was deleted or changed during the run",
+}
+
+
+@pytest.mark.parametrize("kind", list(DURING))
+def test_the_scene_changed_during_a_run(aimed, blank, tmp_path, kind):
+    """Between the run's start (prepare) and its end (finish) the artist changed the scene: a
+    result that no longer fits is named and nothing is written; after a reload (undo) the result
+    goes to the reloaded cloth."""
+    cloth, _ = aimed
+    path = str(tmp_path / "scene.blend")
+    bpy.ops.wm.save_as_mainfile(filepath=path)
+    setup, job = ops().prepare(blank, "optimize")
+    run = run_inline(job)
+    _during_run(blank, cloth, kind, path)
+    if DURING[kind] is not None:
+        blank.view_layer.update()
+        before = snapshot(blank)
+        with pytest.raises(conv().InputError, match=re.escape(DURING[kind])):
+            ops().finish(blank, setup, run)
+        assert snapshot(blank) == before
+        return
+    cloth = bpy.data.objects["Cloth"]
+    ops().finish(blank, setup, run)
+    assert np.abs(baked(blank, cloth, range(1, 7)) - run.result.trajectory.x).max() < 1e-5
+    blank.scene.frame_set(1)
     matches_plain(blank, cloth)
