@@ -37,7 +37,7 @@ def finish(context, setup, run):
     if run.error is not None:
         raise convert.InputError(f"{setup.kind} of '{name}' failed: {run.error}")
     cloth = context.scene.objects.get(name)
-    if cloth is None or len(cloth.data.vertices) != setup.scene.cloth.n:
+    if cloth is None or cloth.type != "MESH" or len(cloth.data.vertices) != setup.scene.cloth.n:
         raise convert.InputError(f"cloth '{name}' was deleted or changed during the run; nothing was written")
     if cloth.mode == "EDIT":  # leaving Edit Mode would overwrite the bake with the edit mesh
         raise convert.InputError(f"cloth '{name}' was put in Edit Mode during the run; nothing was written")

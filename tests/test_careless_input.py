@@ -1260,6 +1260,10 @@ def _during_run(context, cloth, kind, path):
     """What the artist did while a run was going."""
     if kind == "deleted the cloth":
         bpy.data.objects.remove(cloth)
+    elif kind == "deleted the cloth and named another object after it":
+        bpy.data.objects.remove(cloth)
+        empty = bpy.data.objects.new("Cloth", None)
+        context.collection.objects.link(empty)
     elif kind == "subdivided the cloth":
         apply_edit(context, cloth, dict(side=7))
     elif kind == "renamed the cloth":
@@ -1279,6 +1283,7 @@ def _during_run(context, cloth, kind, path):
 
 DURING = {
     "deleted the cloth": "cloth 'Cloth' was deleted or changed during the run; nothing was written",
+    "deleted the cloth and named another object after it": "cloth 'Cloth' was deleted or changed during the run",
     "subdivided the cloth": "cloth 'Cloth' was deleted or changed during the run",
     "renamed the cloth": "cloth 'Cloth' was deleted or changed during the run",
     "went into Edit Mode": "cloth 'Cloth' was put in Edit Mode during the run; nothing was written",
