@@ -3,11 +3,13 @@
 from .cloth import Cloth
 from .colliders import Plane, Sphere, inside_at_start
 from .integrator import SimulationError
+from .material import PRESETS as FABRICS
+from .material import Fabric
 from .mesh import grid, triangulate
 from .scene import Scene
 from .simulate import SolverStats, Trajectory, simulate
 
-__all__ = ["Cloth", "Plane", "Scene", "SimulationError", "SolverStats", "Sphere", "Trajectory", "grid",
+__all__ = ["Cloth", "FABRICS", "Fabric", "Plane", "Scene", "SimulationError", "SolverStats", "Sphere", "Trajectory", "grid",
            "inside_at_start", "simulate", "triangulate"]
 from .adjoint import Gradient, value_and_grad
 from .losses import KeyframeLoss

@@ -76,8 +76,12 @@ class Model:
         self.fidx = np.full(self.n, -1, np.int64)
         self.fidx[self.free] = np.arange(len(self.free))
         # the pairs coupled by any term: triangle edges, and the vertices opposite an interior
-        # edge (bending springs, or the hinges' opposite corners)
-        ends = self.fidx[np.concatenate([cloth.tension_edges, cloth.bending_edges])]
+        # edge (bending springs, or the hinges' opposite corners, unless a linearized step's
+        # matrix bounds the hinges without them: energies.HingeBending.pair_couplings)
+        coupled = [cloth.tension_edges]
+        if not (scene.solver == "linearized" and cloth.bending == "hinge"):
+            coupled.append(cloth.bending_edges)
+        ends = self.fidx[np.concatenate(coupled)]
         self.system = BlockSystem(len(self.free), ends[(ends >= 0).all(axis=1)])
         self.potential = Potential(scene, self.system, self.fidx, self.h ** 2)
         self.springs = self.potential.springs
