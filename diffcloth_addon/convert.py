@@ -529,7 +529,7 @@ def stored_array(stored, key, size):
 def apply_stored_result(setup):
     """The scene with the last optimization's design (stiffness, initial velocities, control
     forces) wherever it still fits: Simulate reproduces the optimized motion, Optimize continues
-    from it."""
+    from it. What no longer fits is named in setup.warnings."""
     stored = setup.cloth_obj.get(RESULT_KEY)
     sc = setup.scene
     cloth, n, steps = sc.cloth, sc.cloth.n, sc.steps
@@ -546,6 +546,19 @@ def apply_stored_result(setup):
     offset = stored_array(stored, "pin_offset", (steps + 1) * len(cloth.pinned) * 3)
     if offset is not None:
         changes["pin_path"] = pin_base(sc) + offset.reshape(steps + 1, -1, 3)
+    # what no longer fits the mesh, pins or frames and would have made a difference is named
+    own = {"k_tension": setup.cloth_obj.diffcloth.tension, "k_bending": setup.cloth_obj.diffcloth.bending}
+    unused = [what for key, what, used in (("k_tension", "tension", "k_tension" in stiffness),
+                                           ("k_bending", "bending", "k_bending" in stiffness),
+                                           ("v0", "initial velocities", v0 is not None),
+                                           ("forces", "control forces", forces is not None),
+                                           ("pin_offset", "moved pins", offset is not None))
+              if stored and key in stored and not used and (
+                  key not in own or uniform(stored, key) is None or not np.isclose(uniform(stored, key), own[key]))
+              and (key != "v0" or np.any(stored_array(stored, key, len(stored[key]))))]
+    if unused:
+        setup.warnings.append(f"the optimization stored on '{setup.cloth_obj.name}' no longer fits its mesh, pins or "
+                              f"frame range: its {', '.join(unused)} are left out (Optimize again, or Discard Result)")
     return sc.replace(**changes) if changes else sc
 
 

@@ -1315,3 +1315,83 @@ def test_the_scene_changed_during_a_run(aimed, blank, tmp_path, kind):
     assert np.abs(baked(blank, cloth, range(1, 7)) - run.result.trajectory.x).max() < 1e-5
     blank.scene.frame_set(1)
     matches_plain(blank, cloth)
+
+
+# ---------------------------------------------------------------------------------------------
+# re-runs after edits
+
+def _rerun_edit(context, cloth, target, kind):
+    if kind == "a target added":
+        second = add_target(context, cloth, 4, name="Second", offset=(0.0, 0.0, 0.0))
+        for v in second.data.vertices:
+            v.co.z -= 0.01 if not v.groups else 0.0
+    elif kind == "the target removed, another added":
+        bpy.data.objects.remove(target)
+        add_target(context, cloth, 5, name="Other", offset=(0.0, 0.0, 0.0)).data.vertices[12].co.z -= 0.05
+    elif kind == "the target re-keyed earlier":
+        target.keyframe_delete("location", frame=6)
+        target.keyframe_insert("location", frame=3)
+    elif kind == "the target re-posed":
+        target.data.vertices[12].co.z -= 0.05
+    elif kind == "the cloth renamed":
+        cloth.name = "Sheet"
+    elif kind == "Clear Bake":
+        assert bpy.ops.diffcloth.clear_bake() == {"FINISHED"}
+        assert "diffcloth_motion" not in cloth.keys() and bake_names(cloth) == []
+    elif kind == "Discard Result":
+        assert bpy.ops.diffcloth.discard_result() == {"FINISHED"}
+        assert "diffcloth_result" not in cloth.keys() and "diffcloth_motion" not in cloth.keys()
+    elif kind == "Apply Optimized Stiffness":
+        assert bpy.ops.diffcloth.apply_result() == {"FINISHED"}
+    elif kind == "more frames":
+        context.scene.frame_end = 8
+    elif kind == "fewer frames":
+        context.scene.frame_end = 6
+        target.keyframe_delete("location", frame=6)
+        target.keyframe_insert("location", frame=5)
+        context.scene.frame_end = 5
+    elif kind == "more substeps":
+        cloth.diffcloth.substeps = 3
+    elif kind == "a pin added":
+        cloth.vertex_groups["pin"].add([2], 1.0, "REPLACE")
+    elif kind == "more vertices":
+        apply_edit(context, cloth, dict(side=6))
+        cloth.diffcloth.pin_group = ""  # the new mesh has no pin group
+        bpy.data.objects.remove(target)  # the target no longer fits: a new one
+        add_target(context, cloth, 6, offset=(0.0, 0.0, 0.0)).data.vertices[20].co.z -= 0.05
+    else:
+        raise KeyError(kind)
+    context.scene.frame_set(1)
+    if kind not in ("the target removed, another added", "more vertices"):
+        context.view_layer.objects.active = cloth
+
+
+RERUNS = ["a target added", "the target removed, another added", "the target re-keyed earlier", "the target re-posed",
+          "the cloth renamed", "Clear Bake", "Discard Result", "Apply Optimized Stiffness", "more frames",
+          "fewer frames", "more substeps", "a pin added", "more vertices"]
+# what of the stored design no longer fits after the edit: named (it was left out silently, the panel
+# still saying Simulate used it)
+RERUN_UNUSED = {"more frames": "control forces", "fewer frames": "control forces",
+                "more vertices": "tension, control forces"}
+
+
+@pytest.mark.parametrize("then", ["simulate", "optimize"])
+@pytest.mark.parametrize("kind", RERUNS)
+def test_a_rerun_after_an_edit(aimed, blank, kind, then):
+    """Optimize, edit, then Simulate or Optimize again: the new run is the simulation of the scene as it
+    now is, with whatever of the stored design still fits it."""
+    cloth, target = aimed
+    settings = blank.scene.diffcloth
+    settings.opt_forces, settings.max_iterations = True, 2
+    assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
+    _rerun_edit(blank, cloth, target, kind)
+    warnings = ops().prepare(blank, then, cloth_name=cloth.name)[0].warnings
+    assert warnings == ([f"the optimization stored on 'Cloth' no longer fits its mesh, pins or frame range: its "
+                         f"{RERUN_UNUSED[kind]} are left out (Optimize again, or Discard Result)"]
+                        if kind in RERUN_UNUSED else [])
+    assert getattr(bpy.ops.diffcloth, then)(cloth=cloth.name) == {"FINISHED"}
+    setup = matches_plain(blank, cloth)
+    n, steps = setup.scene.cloth.n, setup.scene.n_steps
+    assert len(motion(cloth)) == (steps + 1) * n * 3
+    if then == "optimize":
+        assert len(cloth["diffcloth_result"]["forces"]) == setup.scene.steps * n * 3
