@@ -50,7 +50,9 @@ class Param:
 
 class GlobalStiffness(Param):
     """One stiffness for all tension springs and/or all bending elements (hinges or bending
-    springs, as the cloth's model has them), θ = log k."""
+    springs, as the cloth's model has them), θ = log k̄ of their mean k̄: the scene's springs
+    scaled together, so a fabric's springs (core.material, which vary with the triangles) keep
+    their proportions and a uniform cloth gets k = exp(θ) everywhere."""
 
     name = "stiffness"
 
@@ -67,16 +69,22 @@ class GlobalStiffness(Param):
     def to_theta(self, value):
         return float(np.log(value))
 
+    @staticmethod
+    def _shape(scene, kind):
+        """The scene's springs of a kind relative to their mean."""
+        k = getattr(scene.cloth, kind)
+        return k / k.mean()
+
     def apply(self, theta, design, scene):
         for k, t in zip(self.kinds, theta):
-            design[k] = np.full(len(getattr(scene.cloth, k)), np.exp(t))
+            design[k] = self._shape(scene, k) * np.exp(t)
 
     def pullback(self, theta, grad, design, scene):
-        return np.array([np.sum(getattr(grad, k)) * np.exp(t) for k, t in zip(self.kinds, theta)])
+        return np.array([np.dot(getattr(grad, k), self._shape(scene, k)) * np.exp(t) for k, t in zip(self.kinds, theta)])
 
     def jvp(self, theta, dtheta, design, tangent, scene):
         for k, t, dt in zip(self.kinds, theta, dtheta):
-            tangent[k] = tangent[k] + np.exp(t) * dt
+            tangent[k] = tangent[k] + self._shape(scene, k) * np.exp(t) * dt
 
     def describe(self, theta):
         return {k: float(np.exp(t)) for k, t in zip(self.kinds, theta)}

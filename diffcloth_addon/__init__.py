@@ -16,6 +16,22 @@ def _end_runs(*_args):
     runner.stop_all()
 
 
+@bpy.app.handlers.persistent
+def _upgrade(*_args):
+    """A file saved by an older DiffCloth keeps its cloths' springs (properties.upgrade)."""
+    properties.upgrade(bpy.data.objects)
+
+
+@bpy.app.handlers.persistent
+def _stamp(*_args):
+    for obj in bpy.data.objects:
+        properties.stamp(obj)
+
+
+_HANDLERS = ((bpy.app.handlers.load_pre, _end_runs), (bpy.app.handlers.load_post, _upgrade),
+             (bpy.app.handlers.save_pre, _stamp))
+
+
 def register():
     global _cli_handle
     properties.register()
@@ -23,7 +39,8 @@ def register():
         bpy.utils.register_class(cls)
     if hasattr(bpy.utils, "register_cli_command"):  # Blender 4.2+
         _cli_handle = bpy.utils.register_cli_command("diffcloth", cli.execute)
-    bpy.app.handlers.load_pre.append(_end_runs)
+    for handlers, handler in _HANDLERS:
+        handlers.append(handler)
     atexit.register(runner.stop_all)  # quitting Blender ends them too
 
 
@@ -31,8 +48,9 @@ def unregister():
     global _cli_handle
     runner.stop_all()
     atexit.unregister(runner.stop_all)
-    if _end_runs in bpy.app.handlers.load_pre:
-        bpy.app.handlers.load_pre.remove(_end_runs)
+    for handlers, handler in _HANDLERS:
+        if handler in handlers:
+            handlers.remove(handler)
     if _cli_handle is not None:
         bpy.utils.unregister_cli_command(_cli_handle)
         _cli_handle = None

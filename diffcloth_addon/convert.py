@@ -12,6 +12,10 @@ RESULT_KEY = "diffcloth_result"
 # the last run's positions at every integrator step (Simulate & Bake's or Optimize's)
 MOTION_KEY = "diffcloth_motion"
 NO_CLOTH = "no cloth: mark a mesh as DiffCloth Cloth"
+# Optimize converges every step whatever the cloth's Solver: a linearized step's motion over
+# colliders is chaotic, its exact gradients grow ×10⁴ in two seconds and no optimizer gets far
+# (docs/solver.md), while the converged step's stay of the order of the motion
+OPTIMIZE_SOLVER = "newton"
 NO_TARGETS = "no targets: add one with 'New Target from Cloth'"
 NO_KEYS = "no targets with keyframes: pose a Target copy of the cloth and insert a keyframe"
 # how far a target may pose a pinned vertex from its pin (m) before the artist is warned
@@ -308,6 +312,19 @@ def pin_warnings(settings, scene, loss, cloth, target_names, start):
     return out
 
 
+def build_cloth(cs, verts, tris, pins):
+    """The core Cloth of a cloth's settings: a fabric in physical units, or springs (older files)."""
+    if cs.model == "FABRIC":
+        return dc.Fabric(cs.density, cs.stretch, cs.bending, cs.damping).cloth(verts, tris, pinned=pins)
+    return dc.Cloth(verts, tris, mass=cs.mass, k_tension=cs.tension, k_bending=cs.bending, damping=cs.damping,
+                    pinned=pins)
+
+
+def tension_setting(cs):
+    """The setting that scales the tension springs: Stretch Stiffness (fabric) or Tension Stiffness."""
+    return "stretch" if cs.model == "FABRIC" else "tension"
+
+
 def _read_cloth(cloth_obj, cs, depsgraph, start):
     """The cloth at the start frame: world vertices, triangles, the face of each, local vertices, pin indices."""
     name = cloth_obj.name
@@ -427,8 +444,7 @@ def gather(context, cloth_name=None, need_targets=True, use_active=True):
                     raise InputError(not_evaluated_message("target", t))
             verts, tris, faces, local_co, pins = _read_cloth(cloth_obj, cs, depsgraph, start)
             try:
-                cloth = dc.Cloth(verts, tris, mass=cs.mass, k_tension=cs.tension, k_bending=cs.bending,
-                                 damping=cs.damping, pinned=pins)
+                cloth = build_cloth(cs, verts, tris, pins)
             except ValueError as err:  # core's triangle k as the artist's face (Blender's face index)
                 message = re.sub(r"\btriangle (\d+)", lambda m: f"face {faces[int(m.group(1))]}", str(err))
                 raise InputError(f"cloth '{name}': {message}") from None
@@ -472,7 +488,7 @@ def gather(context, cloth_name=None, need_targets=True, use_active=True):
         pin_path = None  # static pins stay where the mesh has them
     core_scene = dc.Scene(cloth, steps=end - start, dt=frame_time(scene), substeps=cs.substeps,
                           colliders=built, contact_stiffness=cs.contact_stiffness, contact_thickness=cs.thickness,
-                          pin_path=pin_path)
+                          pin_path=pin_path, solver=cs.solver.lower())
     _check_start(core_scene, name, colliders, start)
     loss = None
     if target_pos:
@@ -546,6 +562,8 @@ def apply_stored_result(setup):
     offset = stored_array(stored, "pin_offset", (steps + 1) * len(cloth.pinned) * 3)
     if offset is not None:
         changes["pin_path"] = pin_base(sc) + offset.reshape(steps + 1, -1, 3)
+    if stored and changes:  # the optimized motion is reproduced by the solver that found it
+        changes["solver"] = stored.get("solver", OPTIMIZE_SOLVER)
     # what no longer fits the mesh, pins or frames and would have made a difference is named
     own = {"k_tension": setup.cloth_obj.diffcloth.tension, "k_bending": setup.cloth_obj.diffcloth.bending}
     unused = [what for key, what, used in (("k_tension", "tension", "k_tension" in stiffness),
@@ -595,6 +613,9 @@ def store_result(setup, result):
     stiffness over): arrays as Blender's compact double arrays, saved in the .blend."""
     sc = result.scene
     stored = {"k_tension": sc.cloth.k_tension, "k_bending": sc.cloth.k_bending, "v0": sc.v0.ravel(),
+              "solver": sc.solver,
+              # the tension setting that gives the optimized springs, where one does (they scale together)
+              "tension_setting": tension_value(setup, sc.cloth.k_tension),
               "loss": float(result.loss),
               "initial_loss": float(result.initial_loss), "iterations": len(result.history), "reason": result.reason}
     if sc.forces is not None:
@@ -607,6 +628,24 @@ def store_result(setup, result):
     stored["keyframes"] = {str(f + setup.start): list(d) for f, d in result.keyframes.items()}
     stored["max_control_acceleration"] = sc.max_control_acceleration()
     replace_property(setup.cloth_obj, RESULT_KEY, stored)
+
+
+def tension_value(setup, k_tension):
+    """The cloth's tension setting (Stretch or Tension Stiffness) that makes these springs, or 0
+    if no single value does (per-spring stiffness)."""
+    ratio = k_tension / setup.scene.cloth.k_tension
+    if np.ptp(ratio) > 1e-9 * ratio.mean():
+        return 0.0
+    cs = setup.cloth_obj.diffcloth
+    return float(getattr(cs, tension_setting(cs)) * ratio.mean())
+
+
+def tension_result(stored):
+    """The optimized tension setting (Stretch or Tension Stiffness) of a stored result, or None if
+    the optimized springs vary apart (results of older versions: their uniform spring constant)."""
+    if "tension_setting" not in stored:
+        return uniform(stored, "k_tension")
+    return float(stored["tension_setting"]) or None
 
 
 def uniform(stored, key):

@@ -6,6 +6,7 @@ import bpy
 import numpy as np
 from bpy.props import StringProperty
 
+from .. import core as dc
 from . import bake, convert, runner
 
 G = 9.81  # control accelerations are reported in g: an artist tells physics from puppetry by it
@@ -23,6 +24,8 @@ def prepare(context, kind, cloth_name=None, max_iter=None, use_active=True, with
     setup = convert.gather(context, cloth_name, need_targets=kind == "optimize", use_active=use_active)
     setup.kind, setup.cloth_name = kind, setup.cloth_obj.name
     scene = convert.apply_stored_result(setup)
+    if kind == "optimize":
+        scene = scene.replace(solver=convert.OPTIMIZE_SOLVER)
     job = {"kind": kind, "scene": scene, "guess": convert.stored_motion(setup, scene)}
     if kind == "optimize":
         job.update(loss=setup.loss, params=convert.params_from_settings(settings, setup),
@@ -257,7 +260,7 @@ class DIFFCLOTH_OT_clear_bake(_OnCloth):
 
 
 class DIFFCLOTH_OT_apply_result(_OnCloth):
-    """Make the optimized stiffness the cloth's own Tension and Bending settings"""
+    """Make the optimized stiffness the cloth's own Stretch (or Tension) and Bending settings"""
 
     bl_idname = "diffcloth.apply_result"
     bl_label = "Apply Optimized Stiffness"
@@ -266,15 +269,16 @@ class DIFFCLOTH_OT_apply_result(_OnCloth):
         stored = obj.get(convert.RESULT_KEY)
         if not stored:
             return _fail(self, f"cloth '{obj.name}' has no stored optimization")
-        tension, bending = convert.uniform(stored, "k_tension"), convert.uniform(stored, "k_bending")
+        tension, bending = convert.tension_result(stored), convert.uniform(stored, "k_bending")
         if tension is None and bending is None:
             return _fail(self, f"the optimized stiffness of '{obj.name}' varies per spring: no single setting holds "
                          "it (Simulate uses it from the stored result)")
+        cs, setting = obj.diffcloth, convert.tension_setting(obj.diffcloth)
         if tension is not None:
-            obj.diffcloth.tension = tension
+            setattr(cs, setting, tension)
         if bending is not None:
-            obj.diffcloth.bending = bending
-        self.report({"INFO"}, f"'{obj.name}': tension {obj.diffcloth.tension:.4g}, bending {obj.diffcloth.bending:.4g}")
+            cs.bending = bending
+        self.report({"INFO"}, f"'{obj.name}': {setting} {getattr(cs, setting):.4g}, bending {cs.bending:.4g}")
         return {"FINISHED"}
 
 
@@ -293,6 +297,25 @@ class DIFFCLOTH_OT_discard_result(_OnCloth):
         return {"FINISHED"}
 
 
+class DIFFCLOTH_OT_fabric_preset(_OnCloth):
+    """Give the cloth a fabric preset: its density, stretch stiffness, bending rigidity and air damping"""
+
+    bl_idname = "diffcloth.fabric_preset"
+    bl_label = "Fabric Preset"
+
+    preset: StringProperty(name="Preset", description="The fabric: cotton, silk, denim, leather or rubber")
+
+    def run(self, context, obj):
+        fabric = dc.FABRICS.get(self.preset.lower())
+        if fabric is None:
+            return _fail(self, f"no fabric preset '{self.preset}' (presets: {', '.join(dc.FABRICS)})")
+        cs = obj.diffcloth
+        cs.model = "FABRIC"
+        cs.density, cs.stretch, cs.bending, cs.damping = fabric.density, fabric.stretch, fabric.bending, fabric.damping
+        self.report({"INFO"}, f"'{obj.name}': {fabric.name}")
+        return {"FINISHED"}
+
+
 class DIFFCLOTH_OT_new_target(_OnCloth):
     """Copy the cloth as it looks at the current frame into a new Target, keyed at this frame, ready to pose"""
 
@@ -301,6 +324,12 @@ class DIFFCLOTH_OT_new_target(_OnCloth):
 
     def run(self, context, cloth):
         frame = context.scene.frame_current
+        start, end = convert.frame_range(context.scene)
+        if not start < frame <= end:  # a key there would be refused, or count for nothing
+            where = "the start frame, where the cloth is as modelled" if frame == start else \
+                f"outside the frame range {start}-{end}"
+            return _fail(self, f"frame {frame} is {where}: a target of '{cloth.name}' keyed there would not count; "
+                         "go to a frame after the start, within the range")
         evaluated = cloth.evaluated_get(context.evaluated_depsgraph_get())
         mesh = bpy.data.meshes.new_from_object(evaluated)
         mesh.name = f"{cloth.name}_target_f{frame:04d}"
@@ -316,5 +345,5 @@ class DIFFCLOTH_OT_new_target(_OnCloth):
 
 
 CLASSES = (DIFFCLOTH_OT_simulate, DIFFCLOTH_OT_optimize, DIFFCLOTH_OT_cancel, DIFFCLOTH_OT_clear_bake,
-           DIFFCLOTH_OT_apply_result, DIFFCLOTH_OT_discard_result, DIFFCLOTH_OT_new_target)
+           DIFFCLOTH_OT_apply_result, DIFFCLOTH_OT_discard_result, DIFFCLOTH_OT_fabric_preset, DIFFCLOTH_OT_new_target)
 

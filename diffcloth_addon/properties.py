@@ -24,19 +24,40 @@ def _is_cloth(self, obj):
 _CLOTH_POLL = {"poll": _is_cloth} if bpy.app.version >= (4, 5, 0) else {}
 
 
+# the settings' layout version: files saved before it (settings_version 0) hold springs, not fabric
+SETTINGS_VERSION = 2
+# what older files' cloths had where they left a setting at its default then
+LEGACY_DEFAULTS = {"bending": 1e-4, "damping": 0.0}
+
+
 class DiffClothObjectSettings(bpy.types.PropertyGroup):
     role: EnumProperty(name="Role", items=ROLES, default="NONE", description="What this object is to DiffCloth")
     # cloth
+    model: EnumProperty(name="Material", description="How the cloth's material is given", items=[
+        ("FABRIC", "Fabric", "Physical units, the same cloth at any mesh resolution: areal density, stretch stiffness, "
+         "bending rigidity (presets as Blender's cloth presets)"),
+        ("SPRINGS", "Springs", "As in older DiffCloth files: the cloth's total mass and a stiffness per edge spring")],
+        default="FABRIC")
+    density: FloatProperty(name="Density", description="Mass per area (kg/m²): cotton shirting 0.1–0.2, denim "
+                           "0.3–0.5, leather about 1", default=0.15, min=1e-4, soft_max=5.0, precision=3)
+    stretch: FloatProperty(name="Stretch Stiffness", description="Force per unit width per unit strain (N/m): how "
+                           "much the fabric resists stretching, the same at any mesh resolution", default=90.0,
+                           min=1e-3, soft_max=1e5)
     mass: FloatProperty(name="Mass", description="Total mass of the cloth", default=0.5, min=1e-6,
                         unit="MASS")
     tension: FloatProperty(name="Tension Stiffness", description="Stiffness of every edge spring (N/m); "
                            "a sheet of springs stretches the same at any resolution", default=20.0, min=1e-6,
                            soft_max=1e4)
     bending: FloatProperty(name="Bending Stiffness", description="Bending rigidity (N·m): resistance to folding "
-                           "(1e-4: heavy cotton); one value drapes alike at any mesh resolution",
-                           default=1e-4, min=1e-9, soft_max=0.1, precision=6, step=0.001)
-    damping: FloatProperty(name="Air Damping", description="Mass-proportional damping (1/s)", default=0.0,
+                           "(5e-6: cotton, 1e-3: denim); one value drapes alike at any mesh resolution",
+                           default=5e-6, min=1e-9, soft_max=0.1, precision=7, step=0.001)
+    damping: FloatProperty(name="Air Damping", description="Mass-proportional damping (1/s)", default=1.0,
                            min=0.0, soft_max=10.0)
+    solver: EnumProperty(name="Solver", description="How each implicit Euler step is solved", items=[
+        ("LINEARIZED", "Linearized", "One linear solve a step (as Blender's cloth): fast at any stiffness, never fails"),
+        ("NEWTON", "Converged", "Newton's method to convergence: exact implicit Euler, slower on stiff or "
+         "buckling cloth")], default="LINEARIZED")
+    settings_version: IntProperty(default=0, options={"HIDDEN"})
     pin_group: StringProperty(name="Pin Group", description="Vertex group of pinned vertices: they follow "
                               "the object's animation instead of the simulation")
     substeps: IntProperty(name="Substeps", description="Implicit Euler steps per frame", default=1, min=1,
@@ -114,6 +135,25 @@ class DiffClothRunState(bpy.types.PropertyGroup):
 
 
 CLASSES = (DiffClothObjectSettings, DiffClothSceneSettings, DiffClothRunState)
+
+
+def upgrade(objects):
+    """Cloths of files saved before SETTINGS_VERSION keep what they were: springs, their old
+    defaults where left unset, the converged solver."""
+    for obj in objects:
+        s = obj.diffcloth
+        if s.role == "CLOTH" and s.settings_version < SETTINGS_VERSION:
+            s.model, s.solver = "SPRINGS", "NEWTON"
+            for key, old in LEGACY_DEFAULTS.items():
+                if not s.is_property_set(key):
+                    setattr(s, key, old)
+        stamp(obj)
+
+
+def stamp(obj):
+    """Mark an object's settings as of this layout (so the next load does not upgrade them)."""
+    if obj.diffcloth.role != "NONE" and obj.diffcloth.settings_version != SETTINGS_VERSION:
+        obj.diffcloth.settings_version = SETTINGS_VERSION
 
 
 def register():

@@ -7,6 +7,7 @@ import math
 import bpy
 import numpy as np
 
+from .. import core as dc
 from . import convert
 
 
@@ -59,14 +60,49 @@ class DIFFCLOTH_PT_object(_Physics):
             layout.label(text="Only a mesh can be cloth", icon="ERROR")
 
 
+def fabric_name(s):
+    """The preset a cloth's fabric settings match, else "Custom" (as Blender's preset menus read)."""
+    for fabric in dc.FABRICS.values():
+        if all(math.isclose(getattr(s, a), getattr(fabric, a), rel_tol=1e-6)
+               for a in ("density", "stretch", "bending", "damping")):
+            return fabric.name
+    return "Custom"
+
+
+class DIFFCLOTH_MT_fabric_presets(bpy.types.Menu):
+    bl_label = "Fabric Presets"
+
+    def draw(self, context):
+        for key, fabric in dc.FABRICS.items():
+            self.layout.operator("diffcloth.fabric_preset", text=fabric.name).preset = key
+
+
 class DIFFCLOTH_PT_cloth_physical(_RolePanel):
     bl_label = "Physical Properties"
-    role, props = "CLOTH", ("mass", "damping", "substeps")
+    role = "CLOTH"
+
+    def draw(self, context):
+        layout = _split(self.layout)
+        s = context.object.diffcloth
+        layout.prop(s, "model")
+        if s.model == "FABRIC":
+            layout.menu("DIFFCLOTH_MT_fabric_presets", text=fabric_name(s))
+            layout.prop(s, "density")
+        else:
+            layout.prop(s, "mass")
+        for name in ("damping", "substeps", "solver"):
+            layout.prop(s, name)
 
 
 class DIFFCLOTH_PT_cloth_stiffness(_RolePanel):
     bl_label = "Stiffness"
-    role, props = "CLOTH", ("tension", "bending")
+    role = "CLOTH"
+
+    def draw(self, context):
+        layout = _split(self.layout)
+        s = context.object.diffcloth
+        layout.prop(s, convert.tension_setting(s))
+        layout.prop(s, "bending")
 
 
 class DIFFCLOTH_PT_cloth_shape(_RolePanel):
@@ -162,9 +198,10 @@ def _draw_result(box, cloth, stored):
     for frame, (mean0, max0, mean1, max1) in stored.get("keyframes", {}).items():
         box.label(text=f"Frame {frame}: {mean0 * 1e3:.1f} → {mean1 * 1e3:.1f} mm (largest {max0 * 1e3:.1f} → "
                   f"{max1 * 1e3:.1f})")
-    for key, name, mine in (("k_tension", "Tension", cloth.diffcloth.tension),
-                            ("k_bending", "Bending", cloth.diffcloth.bending)):
-        value = convert.uniform(stored, key)
+    cs = cloth.diffcloth
+    setting = convert.tension_setting(cs)
+    for key, name, mine, value in ((("k_tension", setting.title(), getattr(cs, setting), convert.tension_result(stored)),
+                                    ("k_bending", "Bending", cs.bending, convert.uniform(stored, "k_bending")))):
         if value is None:
             box.label(text=f"{name}: per element ({len(stored[key])} values)")
         elif not math.isclose(value, mine, rel_tol=1e-6):
@@ -209,5 +246,5 @@ class DIFFCLOTH_PT_optimize(_Sidebar):
             col.prop(settings, "frame_end", text="End")
 
 
-CLASSES = (DIFFCLOTH_PT_object, DIFFCLOTH_PT_cloth_physical, DIFFCLOTH_PT_cloth_stiffness, DIFFCLOTH_PT_cloth_shape,
+CLASSES = (DIFFCLOTH_MT_fabric_presets, DIFFCLOTH_PT_object, DIFFCLOTH_PT_cloth_physical, DIFFCLOTH_PT_cloth_stiffness, DIFFCLOTH_PT_cloth_shape,
            DIFFCLOTH_PT_cloth_collisions, DIFFCLOTH_PT_target, DIFFCLOTH_PT_main, DIFFCLOTH_PT_optimize)

@@ -47,6 +47,10 @@ def cloth_grid(n, size, location=(0.0, 0.0, 0.0), pin_corners=True, name="Cloth"
     obj = bpy.context.active_object
     obj.name = obj.data.name = name
     obj.diffcloth.role = "CLOTH"
+    # the thesis's setting: springs (total mass, a stiffness per spring), converged steps, and the
+    # bending and damping these scenes were made with
+    s = obj.diffcloth
+    s.model, s.solver, s.bending, s.damping = "SPRINGS", "NEWTON", 1e-4, 0.0
     if pin_corners:
         co = np.array([v.co for v in obj.data.vertices])
         top = co[:, 1].max()

@@ -16,12 +16,15 @@ bpy = pytest.importorskip("bpy")
 from conftest import REPO  # noqa: E402
 
 
-def grid_cloth(name="Cloth", n=6, size=0.4, pins=True, location=(0, 0, 0)):
+def grid_cloth(name="Cloth", n=6, size=0.4, pins=True, location=(0, 0, 0), fabric=False):
+    """A grid marked as cloth: springs of tension 10, converged steps (the settings these tests were
+    written for), or with fabric=True the defaults (Cotton, linearized steps)."""
     bpy.ops.mesh.primitive_grid_add(x_subdivisions=n - 1, y_subdivisions=n - 1, size=size, location=location)
     obj = bpy.context.active_object
     obj.name = name
     obj.diffcloth.role = "CLOTH"
-    obj.diffcloth.tension = 10.0
+    if not fabric:
+        obj.diffcloth.model, obj.diffcloth.solver, obj.diffcloth.tension = "SPRINGS", "NEWTON", 10.0
     if pins:
         co = np.array([v.co for v in obj.data.vertices])
         top = co[:, 1].max()
@@ -471,6 +474,11 @@ class Layout:
     def prop(self, data, name, **kw):
         assert name in data.bl_rna.properties, name
         self.shown.append(name)
+        return self
+
+    def menu(self, menu, text="", **kw):
+        assert hasattr(bpy.types, menu), menu
+        self.labels.append(text)
         return self
 
     def prop_search(self, data, name, search_data, search_name, **kw):

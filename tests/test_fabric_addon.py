@@ -1,0 +1,106 @@
+"""The add-on's fabric material: presets, defaults, files of older versions, Apply Optimized Stiffness."""
+
+import numpy as np
+import pytest
+
+bpy = pytest.importorskip("bpy")
+
+from test_addon import draw_all, evaluated, grid_cloth  # noqa: E402
+
+
+def convert():
+    from diffcloth.diffcloth_addon import convert as c
+    return c
+
+
+def test_a_new_cloth_is_cotton_simulated_with_linearized_steps(blank):
+    cloth = grid_cloth(fabric=True)
+    s = cloth.diffcloth
+    assert (s.model, s.solver) == ("FABRIC", "LINEARIZED")
+    setup = convert().gather(blank, need_targets=False)
+    sc = setup.scene
+    assert sc.solver == "linearized"
+    assert sc.cloth.mass == pytest.approx(0.15 * 0.4 * 0.4)  # Cotton: 150 g/m²
+    assert sc.cloth.damping == pytest.approx(1.0) and np.allclose(sc.cloth.k_bending, 5e-6)
+    assert sc.cloth.k_tension.max() == pytest.approx(90.0)  # interior edges along the rows carry the stretch stiffness
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    blank.scene.frame_set(blank.scene.frame_end)
+    assert evaluated(cloth)[:, 2].min() < -0.05  # it hangs
+
+
+@pytest.mark.parametrize("preset", ["Denim", "Silk", "Leather", "Rubber", "Cotton"])
+def test_a_preset_sets_the_fabric_and_the_panel_names_it(blank, preset):
+    from diffcloth import core
+    cloth = grid_cloth()  # springs: a preset makes it fabric
+    assert bpy.ops.diffcloth.fabric_preset(preset=preset) == {"FINISHED"}
+    fabric, s = core.FABRICS[preset.lower()], cloth.diffcloth
+    assert s.model == "FABRIC"
+    assert (s.density, s.stretch, s.bending, s.damping) == pytest.approx(
+        (fabric.density, fabric.stretch, fabric.bending, fabric.damping), rel=1e-6)
+    labels = []
+    draw_all(blank, labels)
+    assert preset in labels
+    s.stretch *= 2
+    labels = []
+    draw_all(blank, labels)
+    assert "Custom" in labels and preset not in labels
+
+
+def test_an_unknown_preset_is_named(blank):
+    grid_cloth()
+    with pytest.raises(RuntimeError, match="no fabric preset 'Tweed'"):
+        bpy.ops.diffcloth.fabric_preset(preset="Tweed")
+
+
+def older_file(path, tension):
+    """A file as an older DiffCloth saved it: springs, and no record of the settings' layout."""
+    cloth = grid_cloth()
+    cloth.diffcloth.tension = tension
+    s = cloth.diffcloth
+    for key in ("model", "solver", "settings_version", "bending", "damping"):
+        s.property_unset(key)
+    stamps = [h for h in bpy.app.handlers.save_pre if h.__name__ == "_stamp"]  # an older version had none
+    for h in stamps:
+        bpy.app.handlers.save_pre.remove(h)
+    try:
+        bpy.ops.wm.save_as_mainfile(filepath=path)
+    finally:
+        bpy.app.handlers.save_pre.extend(stamps)
+
+
+def test_a_file_of_an_older_version_keeps_its_springs(blank, tmp_path):
+    path = str(tmp_path / "old.blend")
+    older_file(path, 7.0)
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    bpy.ops.wm.open_mainfile(filepath=path)
+    s = bpy.data.objects["Cloth"].diffcloth
+    assert (s.model, s.solver, s.tension, s.damping) == ("SPRINGS", "NEWTON", 7.0, 0.0)
+    assert s.bending == pytest.approx(1e-4)
+    # and once saved by this version it is not converted again
+    s.model, s.solver = "FABRIC", "LINEARIZED"
+    bpy.ops.wm.save_mainfile()
+    bpy.ops.wm.open_mainfile(filepath=path)
+    s = bpy.data.objects["Cloth"].diffcloth
+    assert (s.model, s.solver) == ("FABRIC", "LINEARIZED")
+
+
+def test_optimized_stretch_is_applied_to_the_fabric(blank):
+    """Optimize scales the fabric's springs together; Apply Optimized Stiffness makes that its
+    Stretch Stiffness."""
+    scene = blank.scene
+    scene.frame_start, scene.frame_end = 1, 8
+    cloth = grid_cloth(fabric=True)
+    cloth.diffcloth.solver = "NEWTON"  # the target exactly reachable by Optimize's converged steps
+    cloth.diffcloth.stretch = 30.0
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    scene.frame_set(8)
+    assert bpy.ops.diffcloth.new_target() == {"FINISHED"}
+    bpy.ops.diffcloth.clear_bake()
+    scene.frame_set(1)
+    cloth.diffcloth.stretch = 12.0
+    scene.diffcloth.max_iterations = 20
+    assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
+    assert cloth.diffcloth.stretch == 12.0  # kept apart until applied
+    assert cloth["diffcloth_result"]["solver"] == "newton"
+    assert bpy.ops.diffcloth.apply_result() == {"FINISHED"}
+    assert cloth.diffcloth.stretch == pytest.approx(30.0, rel=1e-3)
