@@ -87,3 +87,66 @@ def test_a_vertical_cloth_let_go_above_a_floor_collapses_into_a_heap(fabric):
     traj = dc.simulate(scene)
     assert np.isfinite(traj.x).all() and (traj.stats.iterations == 1).all()
     assert traj.x[-1][:, 2].max() < 0.3 and traj.x[-1][:, 2].min() > -0.03
+
+
+@pytest.mark.parametrize("solver", ["linearized", "newton"])
+@pytest.mark.parametrize("fabric", sorted(dc.FABRICS))
+def test_gradients_of_every_preset_match_finite_differences(fabric, solver):
+    """A small cloth of each preset falling onto a sphere: the adjoint gradient along a random
+    direction in the whole design space against a central difference."""
+    verts, tris = dc.grid(5, 5, size=0.4)
+    cloth = dc.FABRICS[fabric].cloth(verts, tris, pinned=[20, 24])
+    rng = np.random.default_rng(5)
+    scene = dc.Scene(cloth, steps=6, dt=1 / 24, solver=solver, tol=1e-12, v0=rng.normal(size=(25, 3)) * 0.1,
+                     forces=np.zeros((6, 25, 3)), colliders=[dc.Sphere((0.0, 0.05, -0.13), 0.1)])
+    traj = dc.simulate(scene)
+    loss = dc.KeyframeLoss({6: traj.x[6] + 0.01 * rng.normal(size=(25, 3)), 3: traj.x[3]})
+    _, grad = dc.value_and_grad(scene, loss)
+    d = dict(k_tension=rng.normal(size=cloth.n_tension) * cloth.k_tension, k_bending=rng.normal(size=cloth.n_bending)
+             * cloth.k_bending, x0=rng.normal(size=(25, 3)) * 0.01, v0=rng.normal(size=(25, 3)),
+             forces=rng.normal(size=(6, 25, 3)) * cloth.masses[None, :, None])
+    d["x0"][cloth.pinned] = 0.0
+
+    def at(eps):
+        moved = cloth.replace(k_tension=cloth.k_tension + eps * d["k_tension"],
+                              k_bending=cloth.k_bending + eps * d["k_bending"])
+        return loss(dc.simulate(scene.replace(cloth=moved, x0=scene.x0 + eps * d["x0"], v0=scene.v0 + eps * d["v0"],
+                                              forces=scene.forces + eps * d["forces"])))
+
+    eps = 1e-6
+    numeric = (at(eps) - at(-eps)) / (2 * eps)
+    analytic = sum(float(np.sum(getattr(grad, f) * v)) for f, v in d.items())
+    contact = dc.simulate(scene).x[1:].min(axis=(0, 1))[2] < -0.02  # the cloth reaches the sphere
+    assert contact
+    assert abs(analytic - numeric) <= 1e-4 * abs(numeric), (analytic, numeric)
+
+
+def tube(rows=12, cols=16, radius=0.2, height=0.4, seed=3):
+    """A skirt: an irregularly triangulated tube, its top ring pinned."""
+    rng = np.random.default_rng(seed)
+    verts = []
+    for i in range(rows):
+        jitter = 0.0 if i in (0, rows - 1) else 0.3
+        for j in range(cols):
+            a = 2 * np.pi * (j + rng.uniform(-jitter, jitter)) / cols
+            r = radius * (1 + 0.8 * i / (rows - 1))
+            verts.append((r * np.cos(a), r * np.sin(a), -height * i / (rows - 1)))
+    faces = []
+    for i in range(rows - 1):
+        for j in range(cols):
+            a, b, c, e = i * cols + j, i * cols + (j + 1) % cols, (i + 1) * cols + j, (i + 1) * cols + (j + 1) % cols
+            faces += [(a, b, e), (a, e, c)] if (i + j) % 2 else [(a, b, c), (b, e, c)]
+    return np.array(verts), np.array(faces), np.arange(cols)
+
+
+@pytest.mark.parametrize("fabric", sorted(dc.FABRICS))
+def test_a_skirt_hangs_from_its_waist_in_every_fabric(fabric):
+    verts, faces, waist = tube()
+    scene = dc.Scene(dc.FABRICS[fabric].cloth(verts, faces, pinned=waist), steps=24, dt=1 / 24, solver="linearized")
+    traj = dc.simulate(scene)
+    assert np.isfinite(traj.x).all()
+    assert np.allclose(traj.x[-1][waist], verts[waist])
+    length0 = np.linalg.norm(verts[scene.cloth.tension_edges[:, 0]] - verts[scene.cloth.tension_edges[:, 1]], axis=1)
+    x = traj.x[-1]
+    strain = np.linalg.norm(x[scene.cloth.tension_edges[:, 0]] - x[scene.cloth.tension_edges[:, 1]], axis=1) / length0 - 1
+    assert np.percentile(strain, 95) < 0.5  # it hangs, it does not tear apart
