@@ -1,17 +1,19 @@
 """Hand-posed keys (issue 15): can the default control parameterization reach them, how hard does it
 push, and how long does it take?
 
-A 1 m cloth of side×side vertices (0.5 kg, tension 20, air damping 0.5, two corners pinned) at 24
+A 1 m cloth of side×side vertices (the add-on's default fabric, Cotton, two corners pinned) at 24
 fps for 48 frames over a sphere (r 0.25 at (0, −0.35, −0.55)) and a floor (z = −1). Targets: the
-simulated frame 24 turned 25° about the vertical through its centroid, and frame 48 shifted 15 cm
-in x. Through core.optimize with the add-on's default control forces (KeyedForces), and at 20×20
-through the add-on's Optimize operator on targets made with New Target from Cloth and then edited.
-Optimize starts from the simulation the keys were posed from (its motion as the guess), as the
-add-on's does after Simulate & Bake.
+frame 24 of a Simulate & Bake (the default linearized steps) turned 25° about the vertical through
+its centroid, and frame 48 shifted 15 cm in x. Through core.optimize with the add-on's default
+control forces (KeyedForces) and its converged steps, and at 20×20 through the add-on's Optimize
+operator on targets made with New Target from Cloth and then edited. Optimize starts from the
+simulation the keys were posed from (its motion as the guess), as the add-on's does after
+Simulate & Bake. --springs: the cloth of earlier versions instead (0.5 kg, tension 20, air
+damping 0.5, converged steps throughout).
 Per case: mean distance at both keys (criterion ≤ 1 cm), largest control acceleration (≤ 2 g), wall
 time (≤ 2 min at 32×32, ≤ 8 min at 64×64) split into forward simulations, adjoint and tangent passes
 and optimizer overhead, evaluations (simulations) and passes, and the run's cost in
-forward-equivalents (its solver time over one plain simulation of the start). --methods compares
+forward-equivalents (its solver time over one Simulate & Bake of the start). --methods compares
 optimize's methods; --magnitude, --smoothness, --every replace the add-on's regularization.
 --within MM stops each run once both keys' mean distances are that close (the add-on's Stop
 Within; default: run until the optimizer stops). --poses: "whole" edits the copies as a whole
@@ -71,11 +73,18 @@ def edits(pins, pose):
     return {24: kept(lambda x: turned(x, 25.0)), 48: kept(lambda x: x + [0.15, 0.0, 0.0])}
 
 
+SPRINGS = False  # --springs
+
+
 def scene(side):
+    """The scene as Simulate & Bake steps it (the keys are posed on that); Optimize converges."""
     verts, tris = dc.grid(side, side, size=1.0)
     top = np.flatnonzero(np.isclose(verts[:, 1], verts[:, 1].max()))
-    cloth = dc.Cloth(verts, tris, mass=0.5, k_tension=20.0, damping=0.5, pinned=[top[0], top[-1]])
-    return dc.Scene(cloth, steps=FRAMES, dt=1 / FPS,
+    if SPRINGS:
+        cloth = dc.Cloth(verts, tris, mass=0.5, k_tension=20.0, damping=0.5, pinned=[top[0], top[-1]])
+    else:
+        cloth = dc.FABRICS["cotton"].cloth(verts, tris, pinned=[top[0], top[-1]])
+    return dc.Scene(cloth, steps=FRAMES, dt=1 / FPS, solver="newton" if SPRINGS else "linearized",
                     colliders=[dc.Sphere((0.0, -0.35, -0.55), 0.25), dc.Plane((0, 0, -1.0), (0, 0, 1))])
 
 
@@ -100,7 +109,9 @@ def core_case(side, max_iter, controls, method, pose, within):
     loss = dc.KeyframeLoss({f: edit(x[f]) for f, edit in edits(sc.cloth.pinned, pose).items()})
     keyed = dict(controls, move_pins=dc.posed_pins(sc, loss) if controls["move_pins"] else False)
     t0 = time.perf_counter()
-    # started from that simulation's motion, as the add-on's Optimize after Simulate & Bake
+    # started from that simulation's motion, as the add-on's Optimize after Simulate & Bake, with
+    # the add-on's converged steps
+    sc = sc.replace(solver="newton")
     result = dc.optimize(sc, loss, [dc.KeyedForces(**keyed)], max_iter=max_iter, method=method,
                          guess=baked.step_x, within=within)
     wall = time.perf_counter() - t0
@@ -140,7 +151,9 @@ def addon_case(side, max_iter, pose, move_pins, within):
         s.render.fps, s.frame_start, s.frame_end = FPS, 1, FRAMES + 1
         bpy.ops.mesh.primitive_grid_add(x_subdivisions=side - 1, y_subdivisions=side - 1, size=1.0)
         cloth = bpy.context.active_object
-        cloth.name, cloth.diffcloth.role, cloth.diffcloth.damping = "Cloth", "CLOTH", 0.5
+        cloth.name, cloth.diffcloth.role = "Cloth", "CLOTH"
+        if SPRINGS:
+            cloth.diffcloth.model, cloth.diffcloth.solver, cloth.diffcloth.damping = "SPRINGS", "NEWTON", 0.5
         co = np.array([v.co for v in cloth.data.vertices])
         top = np.flatnonzero(np.isclose(co[:, 1], co[:, 1].max()))
         cloth.vertex_groups.new(name="pins").add([int(top[0]), int(top[-1])], 1.0, "REPLACE")
@@ -187,7 +200,10 @@ def main():
     ap.add_argument("--poses", nargs="+", default=["whole", "pins-kept"], choices=("whole", "pins-kept"))
     ap.add_argument("--fixed-pins", action="store_true", help="Move Pins off: the pins stay where the cloth holds them")
     ap.add_argument("--within", type=float, metavar="MM", help="stop once both keys are this close (Stop Within)")
+    ap.add_argument("--springs", action="store_true", help="the cloth of earlier versions (0.5 kg, tension 20)")
     args = ap.parse_args()
+    global SPRINGS
+    SPRINGS = args.springs
     controls = default_settings()
     for key in ("every", "magnitude", "smoothness"):
         if getattr(args, key) is not None:
