@@ -1395,3 +1395,44 @@ def test_a_rerun_after_an_edit(aimed, blank, kind, then):
     assert len(motion(cloth)) == (steps + 1) * n * 3
     if then == "optimize":
         assert len(cloth["diffcloth_result"]["forces"]) == setup.scene.steps * n * 3
+
+
+def test_apply_optimized_stiffness_after_the_mesh_changed(aimed, blank):
+    """Optimize, then remodel the cloth finer, then Apply: the optimized tension (per spring, alike at
+    any resolution) becomes the cloth's own, and the next run uses it."""
+    cloth, target = aimed
+    assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
+    optimized = conv().uniform(cloth["diffcloth_result"], "k_tension")
+    apply_edit(blank, cloth, dict(side=6))
+    cloth.diffcloth.pin_group = ""
+    bpy.data.objects.remove(target)
+    assert bpy.ops.diffcloth.apply_result() == {"FINISHED"}
+    assert cloth.diffcloth.tension == pytest.approx(optimized)
+    assert ops().prepare(blank, "simulate")[0].warnings == []
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    setup = matches_plain(blank, cloth)
+    assert np.allclose(setup.scene.cloth.k_tension, optimized)
+
+
+@pytest.mark.parametrize("frame,message", [
+    (9, "frame 9 is outside the frame range 1-6: a target of 'Cloth' keyed there would not count"),
+    (0, "frame 0 is outside the frame range 1-6"),
+    (1, "frame 1 is the start frame, where the cloth is as modelled: a target of 'Cloth' keyed there would not count"),
+])
+def test_new_target_from_cloth_where_it_would_not_count(blank, frame, message):
+    """New Target from Cloth on a frame where its key would be refused or count for nothing: named,
+    nothing made (it made a target the next Optimize refused, or one that counted for nothing)."""
+    short_range(blank, 1, 6)
+    cloth = grid_cloth(n=4)
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    blank.scene.frame_set(frame)
+    blank.view_layer.objects.active = cloth
+    meshes = len(bpy.data.meshes)
+    refused(blank, bpy.ops.diffcloth.new_target, message)
+    assert len(bpy.data.meshes) == meshes
+    blank.scene.frame_set(4)
+    assert bpy.ops.diffcloth.new_target() == {"FINISHED"}
+    blank.scene.diffcloth.max_iterations = 1
+    blank.view_layer.objects.active = cloth
+    assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
+    matches_plain(blank, cloth)
