@@ -578,6 +578,33 @@ def test_cloth_setting_at_its_bounds(blank, setting, value, outcome):
     assert len(motion(cloth)) == (3 * cloth.diffcloth.substeps + 1) * 16 * 3
 
 
+# the fabric (the default material) with either solver: (solver, setting, value, outcome)
+FABRIC_BOUNDS = [(solver, setting, value, None) for solver in ("LINEARIZED", "NEWTON") for setting, value in (
+    ("density", 1e-4), ("density", 5.0), ("density", 100.0), ("stretch", 1e-3), ("stretch", 1e5), ("stretch", 1e9),
+    ("bending", 1e-9), ("bending", 0.1), ("damping", 0.0), ("damping", 1e5), ("substeps", 64))
+    if (solver, setting, value) != ("NEWTON", "stretch", 1e9)] + [
+    ("NEWTON", "stretch", 1e9, "simulate of 'Cloth' failed: simulation diverged at frame 1")]
+
+
+@pytest.mark.parametrize("solver,setting,value,outcome", FABRIC_BOUNDS,
+                         ids=[f"{solver.lower()}-{s}={v:g}" for solver, s, v, _ in FABRIC_BOUNDS])
+def test_fabric_setting_at_its_bounds(blank, solver, setting, value, outcome):
+    """The same for a fabric, with the linearized and the converged solver."""
+    short_range(blank, 1, 4)
+    cloth = grid_cloth(n=4, fabric=True)
+    add_sphere()
+    cloth.diffcloth.solver = solver
+    setattr(cloth.diffcloth, setting, value)
+    assert getattr(cloth.diffcloth, setting) == pytest.approx(value)
+    blank.view_layer.objects.active = cloth
+    if outcome is not None:
+        refused(blank, bpy.ops.diffcloth.simulate, outcome)
+        return
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    matches_plain(blank, cloth)
+    assert np.isfinite(motion(cloth)).all()
+
+
 @pytest.mark.parametrize("setting,value", [("mass", 0.0), ("tension", -1.0), ("bending", 0.0), ("damping", -1.0),
                                            ("substeps", 0), ("substeps", 65), ("contact_stiffness", 0.0),
                                            ("thickness", -0.1)])
