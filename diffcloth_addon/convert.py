@@ -248,7 +248,7 @@ BLENDER_PHYSICS = {"CLOTH": "Cloth", "SOFT_BODY": "Soft Body"}
 
 def check_cloth_object(obj):
     """What can be told before evaluating anything: no Blender physics of its own, not in Edit
-    Mode, no shape key shown alone in place of the bake."""
+    Mode, no shape key shown alone in place of the bake, not linked from a library."""
     for m in obj.modifiers:
         if m.type in BLENDER_PHYSICS and (m.show_viewport or m.show_render):
             raise InputError(f"cloth '{obj.name}' also has Blender's own {BLENDER_PHYSICS[m.type]} physics "
@@ -260,6 +260,11 @@ def check_cloth_object(obj):
     if obj.show_only_shape_key:
         raise InputError(f"cloth '{obj.name}' has Shape Key Lock on (the pin under Object Data › Shape Keys), which "
                          "shows one shape key alone instead of the bake: turn it off")
+    library = obj.library or obj.data.library
+    if library is not None:  # written into in memory, but not saved with this file
+        raise InputError(f"cloth '{obj.name}'{'' if obj.library else ' has a mesh that'} is linked from "
+                         f"'{library.filepath}', so this file would not keep its bake: make it local (Object › "
+                         "Relations › Make Local › Selected Objects and Data)")
 
 
 def check_transform(obj, mw, frame):

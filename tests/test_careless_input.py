@@ -1463,3 +1463,28 @@ def test_new_target_from_cloth_where_it_would_not_count(blank, frame, message):
     blank.view_layer.objects.active = cloth
     assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
     matches_plain(blank, cloth)
+
+
+# ---------------------------------------------------------------------------------------------
+# a cloth whose mesh is not its own
+
+@pytest.mark.parametrize("kind", ["linked", "overridden"])
+def test_a_cloth_linked_from_a_library(blank, tmp_path, kind):
+    """The cloth comes from another file (linked, or a library override of its object): the bake
+    was written into the linked mesh in memory, and was gone once the file was saved and reopened."""
+    short_range(blank, 1, 4)
+    grid_cloth(n=4)
+    library = str(tmp_path / "library.blend")
+    bpy.ops.wm.save_as_mainfile(filepath=library)
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    short_range(bpy.context, 1, 4)
+    with bpy.data.libraries.load(library, link=True) as (_, into):
+        into.objects = ["Cloth"]
+    cloth = into.objects[0]
+    bpy.context.collection.objects.link(cloth)
+    if kind == "overridden":
+        cloth = cloth.override_create(remap_local_usages=True)
+    bpy.context.view_layer.objects.active = cloth
+    refused(bpy.context, bpy.ops.diffcloth.simulate, f"cloth 'Cloth'{' has a mesh that' if kind == 'overridden' else ''} "
+            f"is linked from '{cloth.data.library.filepath}', so this file would "
+            "not keep its bake")
