@@ -408,6 +408,10 @@ def gather(context, cloth_name=None, need_targets=True, use_active=True):
     check_cloth_object(cloth_obj)
     cs = cloth_obj.diffcloth
     name = cloth_obj.name
+    sharing = [f"'{o.name}'" for o in scene.objects if o.data == cloth_obj.data and o != cloth_obj]
+    if sharing:
+        raise InputError(f"cloth '{name}' shares its mesh with {', '.join(sharing)} (a linked duplicate, Alt+D), which "
+                         "the bake would move too: make it single-user (Object › Relations › Make Single User)")
     start, end = frame_range(scene)
     if end <= start:
         raise InputError(f"the frame range {start}-{end} is empty")

@@ -1488,3 +1488,18 @@ def test_a_cloth_linked_from_a_library(blank, tmp_path, kind):
     refused(bpy.context, bpy.ops.diffcloth.simulate, f"cloth 'Cloth'{' has a mesh that' if kind == 'overridden' else ''} "
             f"is linked from '{cloth.data.library.filepath}', so this file would "
             "not keep its bake")
+
+
+@pytest.mark.parametrize("role", ["TARGET", "NONE", "CLOTH"])
+def test_a_cloth_sharing_its_mesh(blank, role):
+    """A linked duplicate (Alt+D) of the cloth, made a target, left as a copy or made a second cloth:
+    the bake on the shared mesh moved it too."""
+    short_range(blank, 1, 6)
+    cloth = grid_cloth(n=4)
+    twin = bpy.data.objects.new("Twin", cloth.data)
+    blank.collection.objects.link(twin)
+    twin.location.x = 1.0
+    twin.diffcloth.role = role
+    twin.keyframe_insert("location", frame=6)
+    blank.view_layer.objects.active = cloth
+    refused(blank, bpy.ops.diffcloth.simulate, "cloth 'Cloth' shares its mesh with 'Twin' (a linked duplicate, Alt+D)")
