@@ -1378,7 +1378,7 @@ def _rerun_edit(context, cloth, target, kind):
         target.keyframe_insert("location", frame=5)
         context.scene.frame_end = 5
     elif kind == "more substeps":
-        cloth.diffcloth.substeps = 3
+        cloth.diffcloth.substeps = 2
     elif kind == "a pin added":
         cloth.vertex_groups["pin"].add([2], 1.0, "REPLACE")
     elif kind == "more vertices":
@@ -1412,6 +1412,7 @@ def test_a_rerun_after_an_edit(aimed, blank, kind, then):
     settings.opt_forces, settings.max_iterations = True, 2
     assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
     _rerun_edit(blank, cloth, target, kind)
+    settings.max_iterations = 1
     warnings = ops().prepare(blank, then, cloth_name=cloth.name)[0].warnings
     assert warnings == ([f"the optimization stored on 'Cloth' no longer fits its mesh, pins or frame range: its "
                          f"{RERUN_UNUSED[kind]} are left out (Optimize again, or Discard Result)"]
@@ -1503,3 +1504,78 @@ def test_a_cloth_sharing_its_mesh(blank, role):
     twin.keyframe_insert("location", frame=6)
     blank.view_layer.objects.active = cloth
     refused(blank, bpy.ops.diffcloth.simulate, "cloth 'Cloth' shares its mesh with 'Twin' (a linked duplicate, Alt+D)")
+
+
+# ---------------------------------------------------------------------------------------------
+# which cloth, and how it is placed
+
+@pytest.mark.parametrize("kind,message", [
+    ("two cloths, neither active", "several cloths (A, B): make one active, or name one (--cloth NAME)"),
+    ("a curve marked as cloth", "'Curve' is marked as cloth but is a curve, not a mesh"),
+    ("a name that is no cloth", "no object named 'Nope' is marked as DiffCloth cloth"),
+    ("an unknown fabric preset", "no fabric preset 'Wool' (presets: "),
+])
+def test_the_wrong_cloth(blank, kind, message):
+    """The artist ran with no clear cloth, or asked for one that is not there."""
+    op, kw = bpy.ops.diffcloth.simulate, {}
+    if kind == "two cloths, neither active":
+        grid_cloth("A", n=3)
+        grid_cloth("B", n=3, location=(1.0, 0.0, 0.0))
+        blank.view_layer.objects.active = None
+    elif kind == "a curve marked as cloth":
+        bpy.ops.curve.primitive_bezier_curve_add()
+        blank.active_object.name, blank.active_object.diffcloth.role = "Curve", "CLOTH"
+    elif kind == "a name that is no cloth":
+        grid_cloth(n=3)
+        kw = {"cloth": "Nope"}
+    elif kind == "an unknown fabric preset":
+        grid_cloth(n=3)
+        op, kw = bpy.ops.diffcloth.fabric_preset, {"preset": "Wool"}
+    refused(blank, lambda: op(**kw), message)
+
+
+PLACED = {
+    "mirrored": dict(scale=(-1.0, 1.0, 1.0)),
+    "scaled unevenly": dict(scale=(2.0, 0.5, 1.0)),
+    "hanging upright": dict(rotation_euler=(math.pi / 2, 0.0, 0.0)),
+    "far from the origin": dict(location=(1000.0, -2000.0, 500.0)),
+}
+
+
+@pytest.mark.parametrize("kind", list(PLACED))
+def test_a_cloth_placed_oddly(blank, kind):
+    """Mirrored, unevenly scaled, turned upright or far away: the pins stay where the viewport shows
+    them, and the bake is the simulation."""
+    short_range(blank, 1, 6)
+    cloth = grid_cloth(n=4)
+    for key, value in PLACED[kind].items():
+        setattr(cloth, key, value)
+    blank.view_layer.update()
+    pins = [v.index for v in cloth.data.vertices if v.groups]
+    held = np.array([cloth.matrix_world @ cloth.data.vertices[i].co for i in pins])
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    shown = baked(blank, cloth, range(1, 7))
+    assert np.abs(shown[:, pins] - held).max() < 1e-5 * max(1.0, np.abs(held).max())
+    assert shown[-1, :, 2].min() < held[:, 2].min() - 0.01  # the rest fell
+    matches_plain(blank, cloth, atol=1e-5 * max(1.0, np.abs(held).max()))
+
+
+@pytest.mark.parametrize("fps,fps_base", [(24, 1.001), (1, 1.0), (120, 1.0)])
+def test_an_unusual_frame_rate(blank, fps, fps_base):
+    """NTSC, one frame a second, 120 fps: the frame time follows the scene's."""
+    short_range(blank, 1, 4)
+    blank.scene.render.fps, blank.scene.render.fps_base = fps, fps_base
+    cloth = grid_cloth(n=4)
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    setup = matches_plain(blank, cloth)
+    assert setup.scene.dt == pytest.approx(fps_base / fps)
+
+
+def test_the_current_frame_stays_where_it_was(blank):
+    """The artist looked at a frame outside the range when pressing Simulate: it stays there."""
+    short_range(blank, 1, 6)
+    cloth = grid_cloth(n=4)
+    blank.scene.frame_set(40)
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    assert blank.scene.frame_current == 40
+    matches_plain(blank, cloth)
