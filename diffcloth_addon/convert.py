@@ -68,19 +68,25 @@ def action_fcurves(anim_data):
     return [] if bag is None else list(bag.fcurves)
 
 
-def action_frames(anim_data, skip=None):
-    """Keyframe frames of an animation data block (but of F-curves whose data path starts with skip)."""
+def action_frames(anim_data, keep=None):
+    """Keyframe frames of an animation data block (of the F-curves whose data path keep(path) accepts)."""
     return {int(round(k.co[0])) for fc in action_fcurves(anim_data)
-            if skip is None or not fc.data_path.startswith(skip) for k in fc.keyframe_points}
+            if keep is None or keep(fc.data_path) for k in fc.keyframe_points}
+
+
+# an object's F-curves that can pose a target: not its visibility, display or custom properties
+POSE_PATHS = ("location", "rotation_", "scale", "delta_", "modifiers[", "constraints[")
 
 
 def keyed_frames(obj):
-    frames = action_frames(obj.animation_data)
+    """The frames a target is keyed at: keys of its transform, modifiers, constraints, mesh or shape keys."""
+    frames = action_frames(obj.animation_data, lambda path: path.startswith(POSE_PATHS))
     if obj.type == "MESH":
         frames |= action_frames(obj.data.animation_data)
         if obj.data.shape_keys is not None:
             # DiffCloth's own bake keys no pose: a copy of a baked cloth (Shift+D) carries them
-            frames |= action_frames(obj.data.shape_keys.animation_data, skip=f'key_blocks["{BAKE_PREFIX}')
+            frames |= action_frames(obj.data.shape_keys.animation_data,
+                                    lambda path: not path.startswith(f'key_blocks["{BAKE_PREFIX}'))
     return frames
 
 

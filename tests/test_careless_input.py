@@ -887,6 +887,12 @@ def _target_case(context, cloth, target, kind):
         target.keyframe_insert("location", frame=1)
     elif kind == "keyed at the start frame too":
         target.keyframe_insert("location", frame=1)
+    elif kind == "hidden from the render by a key":
+        target.hide_render = True
+        target.keyframe_insert("hide_render", frame=3)
+        target["note"] = 1.0
+        target.keyframe_insert('["note"]', frame=4)
+        target.diffcloth.keyframe_insert("weight", frame=5)
     else:
         raise KeyError(kind)
     context.scene.frame_set(1)
@@ -913,6 +919,8 @@ TARGETS = {
     "keyed at the start frame only": "every target counts for nothing: 'Target' at frame 1 (the start frame, where the "
                                      "cloth is as modelled: key it later)",
     "keyed at the start frame too": None,
+    # keys of its visibility, a custom property or its Weight made frames 3, 4, 5 target keys
+    "hidden from the render by a key": None,
 }
 # what the run warns about (with outcome None)
 TARGET_WARNINGS = {
@@ -929,8 +937,9 @@ def test_a_broken_target(aimed, blank, kind):
     if TARGETS[kind] is not None:
         refused(blank, bpy.ops.diffcloth.optimize, TARGETS[kind])
         return
-    warnings = ops().prepare(blank, "optimize")[0].warnings
-    assert warnings == ([TARGET_WARNINGS[kind]] if kind in TARGET_WARNINGS else [])
+    setup = ops().prepare(blank, "optimize")[0]
+    assert setup.warnings == ([TARGET_WARNINGS[kind]] if kind in TARGET_WARNINGS else [])
+    assert sorted(f + setup.start for f in setup.loss.targets) == ([1, 6] if "start frame" in kind else [6])
     assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
     matches_plain(blank, cloth)
 
