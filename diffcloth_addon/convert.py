@@ -90,6 +90,19 @@ def keyed_frames(obj):
     return frames
 
 
+def nla_animated(obj):
+    """Whether NLA strips animate obj, its mesh or shape keys: keys DiffCloth does not read as poses."""
+    blocks = [obj] + ([obj.data, obj.data.shape_keys] if obj.type == "MESH" else [])
+    return any(not track.mute and not strip.mute and strip.action is not None for b in blocks
+               if b is not None and b.animation_data is not None for track in b.animation_data.nla_tracks
+               for strip in track.strips)
+
+
+def nla_message(obj):
+    return (f"target '{obj.name}' is animated by NLA strips, whose keyframes DiffCloth does not read as poses: key "
+            "its poses in its own action (take them out of the NLA, or edit the strip with Tab)")
+
+
 class _OwnKeysMuted:
     """Mute DiffCloth's baked shape keys so the cloth is read from its own rest shape."""
 
@@ -291,7 +304,7 @@ def not_ready(scene, kind):
     if kind == "optimize" and not targets:
         return NO_TARGETS
     if kind == "optimize" and not any(keyed_frames(o) for o in targets):
-        return NO_KEYS
+        return next((nla_message(o) for o in targets if nla_animated(o)), NO_KEYS)
     return ""
 
 
@@ -433,6 +446,8 @@ def gather(context, cloth_name=None, need_targets=True, use_active=True):
     targets = [t for t in targets if t.diffcloth.cloth in (None, cloth_obj)]
     target_frames = {o.name: sorted(keyed_frames(o)) for o in targets}
     for t in targets:
+        if nla_animated(t):
+            raise InputError(nla_message(t))
         outside = [f for f in target_frames[t.name] if not start <= f <= end]
         if outside:
             raise InputError(f"target '{t.name}' has keyframes at {outside}, outside the frame range {start}-{end}")

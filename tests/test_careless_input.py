@@ -887,6 +887,14 @@ def _target_case(context, cloth, target, kind):
         target.keyframe_insert("location", frame=1)
     elif kind == "keyed at the start frame too":
         target.keyframe_insert("location", frame=1)
+    elif kind in ("its keys pushed down to the NLA", "a second target in the NLA"):
+        if kind == "a second target in the NLA":
+            target = add_target(context, cloth, 4, name="Second")
+        anim = target.animation_data
+        strip = anim.nla_tracks.new().strips.new("Pose", 1, anim.action)
+        if "action_slot" in anim.bl_rna.properties:  # slotted actions (4.4+)
+            strip.action_slot = anim.action_slot
+        anim.action = None
     elif kind == "hidden from the render by a key":
         target.hide_render = True
         target.keyframe_insert("hide_render", frame=3)
@@ -919,6 +927,10 @@ TARGETS = {
     "keyed at the start frame only": "every target counts for nothing: 'Target' at frame 1 (the start frame, where the "
                                      "cloth is as modelled: key it later)",
     "keyed at the start frame too": None,
+    # the poll said "no targets with keyframes"; a second target's NLA keys were left out silently
+    "its keys pushed down to the NLA": "target 'Target' is animated by NLA strips, whose keyframes DiffCloth does not "
+                                       "read as poses",
+    "a second target in the NLA": "target 'Second' is animated by NLA strips",
     # keys of its visibility, a custom property or its Weight made frames 3, 4, 5 target keys
     "hidden from the render by a key": None,
 }
