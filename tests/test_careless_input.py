@@ -1,6 +1,8 @@
-"""Careless input through the operators in the real Blender: re-runs after edits, broken meshes,
-colliders, targets, hidden and animated objects. Every case ends as a named refusal with the scene
-exactly as before, or as a result that matches a plain simulation."""
+"""Careless input through the operators in the real Blender: settings at their bounds, broken meshes
+and targets, colliders set up loosely, carried and oddly placed cloths, re-runs after every kind of
+edit, runs cancelled, failing or outlived by their cloth. Every case ends as a named refusal with the
+scene exactly as before (`refused`), or as a bake that matches core's simulation of the scene as
+gathered (`matches_plain`)."""
 
 import math
 import os
@@ -610,6 +612,7 @@ def test_fabric_setting_at_its_bounds(blank, solver, setting, value, outcome):
                                            ("thickness", -0.1)])
 def test_cloth_setting_below_its_minimum_is_clamped(blank, setting, value):
     """Typed past the hard limit: Blender clamps it, and the run uses the clamped value."""
+    short_range(blank, 1, 3)
     cloth = grid_cloth(n=3)
     setattr(cloth.diffcloth, setting, value)
     prop = cloth.diffcloth.bl_rna.properties[setting]
@@ -619,6 +622,8 @@ def test_cloth_setting_below_its_minimum_is_clamped(blank, setting, value):
             "damping": scene.cloth.damping, "substeps": scene.substeps,
             "contact_stiffness": scene.contact_stiffness, "thickness": scene.contact_thickness}[setting] == \
         pytest.approx(getattr(cloth.diffcloth, setting))
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    matches_plain(blank, cloth)
 
 
 # (scene settings, outcome) for an optimization; None: finished, and the bake is the stored design's simulation
