@@ -744,7 +744,8 @@ def _grid(n=3, size=0.4, x=0.0):
     """Vertices and quads of an n×n grid in the XY plane."""
     s = np.linspace(-size / 2, size / 2, n)
     verts = [(x + a, b, 0.0) for b in s for a in s]
-    quads = [(j * n + i, j * n + i + 1, (j + 1) * n + i + 1, (j + 1) * n + i) for j in range(n - 1) for i in range(n - 1)]
+    quads = [(j * n + i, j * n + i + 1, (j + 1) * n + i + 1, (j + 1) * n + i)
+             for j in range(n - 1) for i in range(n - 1)]
     return verts, quads
 
 
@@ -1512,9 +1513,9 @@ def test_a_cloth_linked_from_a_library(blank, tmp_path, kind):
     if kind == "overridden":
         cloth = cloth.override_create(remap_local_usages=True)
     bpy.context.view_layer.objects.active = cloth
-    refused(bpy.context, bpy.ops.diffcloth.simulate, f"cloth 'Cloth'{' has a mesh that' if kind == 'overridden' else ''} "
-            f"is linked from '{cloth.data.library.filepath}', so this file would "
-            "not keep its bake")
+    mesh = " has a mesh that" if kind == "overridden" else ""
+    refused(bpy.context, bpy.ops.diffcloth.simulate, f"cloth 'Cloth'{mesh} is linked from "
+            f"'{cloth.data.library.filepath}', so this file would not keep its bake")
 
 
 @pytest.mark.parametrize("role", ["TARGET", "NONE", "CLOTH"])
