@@ -12,9 +12,10 @@ forward's factorization from that step preconditions a CG solve, so the backward
 triangular solves per step. A `Linearization` of the trajectory holds those per-step states,
 matrices and solves; the tangent (forward-mode) pass of core.tangent shares it.
 
-A linearized step (Scene(solver="linearized")), x′ = x̂ − Ã⁻¹·h²∇E(x̂) with x̂ = x + h·v and Ã
-the projected matrix at x̂, has the same recursion with Ã in place of A, the states at x̂, and
-the derivative of Ã itself: with Δ = x′ − x̂ and T(α) = ∇ₓ(αᵀ·H̃·Δ) (Potential.third),
+A linearized step (Scene(solver="linearized")), x′ = x̂ − Ã⁻¹·h²∇E(x̂) with x̂ = x + h·v +
+h²(g + u/m) and Ã the projected matrix at x̂, has the same recursion with Ã in place of A, the
+states at x̂, the control acting through x̂ (dg/du = h²M⁻¹·dg/dx̂), and the derivative of Ã
+itself: with Δ = x′ − x̂ and T(α) = ∇ₓ(αᵀ·H̃·Δ) (Potential.third),
 
     ĝx_s = ∂g/∂x_s + ĝx_{s+1} − h·(∇²Φ·α + T(α))
     ĝv_s = ∂g/∂v_s + M·α + h²·(H̃·α − ∇²Φ·α − T(α))
@@ -26,6 +27,7 @@ both recursions agree).
 
 import numpy as np
 
+from .contact import StepLag
 from .integrator import Model, pcg, refined
 from .simulate import FACTOR_BUDGET, simulate
 from .threads import one_blas_thread
@@ -39,9 +41,9 @@ LINEARIZATION_BUDGET = 1 << 28
 
 class Gradient:
     """dg/d(design): k_tension (St,), k_bending (one per hinge or bending spring), x0 (n,3),
-    v0 (n,3), forces (steps,n,3), damping, contact_stiffness (scalars), pin_path ((steps+1,
-    n_pinned, 3), or None when the scene has no pin path: the pins then sit at x0 and their
-    gradient is in x0)."""
+    v0 (n,3), forces (steps,n,3), damping, contact_stiffness (scalars), friction (one per
+    collider), pin_path ((steps+1, n_pinned, 3), or None when the scene has no pin path: the pins
+    then sit at x0 and their gradient is in x0)."""
 
     def __init__(self, **fields):
         self.__dict__.update(fields)
@@ -61,6 +63,9 @@ class Linearization:
     and 64×64, the factorizations included)."""
 
     def __init__(self, scene, traj, rtol=ADJOINT_RTOL, own_factors=False):
+        if scene.solver == "linearized" and StepLag.needed(scene):
+            raise ValueError("gradients of linearized steps over mesh colliders or with friction are not built: "
+                             "simulate with solver='newton' (what optimization uses)")
         self.scene, self.traj, self.rtol = scene, traj, rtol
         self.model = Model(scene)
         self.fallback = None
@@ -90,11 +95,13 @@ class Linearization:
     def _step(self, s):
         if s in self._kept:
             return self._kept[s]
+        potential, x, v = self.model.potential, self.traj.step_x[s], self.traj.step_v[s]
+        lag = potential.lag(x, v, s)
         if self.linearized:
-            pt = self.model.potential.at(self.model.prediction(self.traj.step_x[s], self.traj.step_v[s], s), s)
+            pt = potential.at(self.model.prediction(x, v, s), s, lag)
             data = self.model.matrix(pt, projected=True)
         else:
-            pt = self.model.potential.at(self.traj.step_x[s + 1], s)
+            pt = potential.at(self.traj.step_x[s + 1], s, lag)
             data = self.model.matrix(pt)
         self._remember(self._kept, s, (pt, data),
                        data.nbytes + sum(a.nbytes for a in vars(pt).values() if isinstance(a, np.ndarray)))
@@ -163,7 +170,7 @@ def backward(scene, traj, gx_frames, gv_frames, lin=None):
         return frames_arr[s // sub] if s % sub == 0 else None
 
     gdesign = dict(k_tension=np.zeros(scene.cloth.n_tension), k_bending=np.zeros(scene.cloth.n_bending),
-                   contact_stiffness=0.0)
+                   contact_stiffness=0.0, friction=np.zeros(len(scene.colliders)))
     gforces = np.zeros((scene.steps, scene.cloth.n, 3))
     gdamp = 0.0
     gpin = np.zeros((ns + 1, len(pinned), 3))  # dg/d(pinned positions) at every step
@@ -188,12 +195,16 @@ def backward(scene, traj, gx_frames, gv_frames, lin=None):
             extra_gv = h * h * (projected - hess_alpha[free])
             for field, g in model.potential.design_hess(pt, alpha_full, delta).items():
                 gdesign[field] -= h * g
-        gforces[s // sub][free] += h * alpha
+        if lin.linearized:  # the step starts at x̂ = x + h·v + h²(g + u/m): u acts through x̂
+            gforces[s // sub][free] += h * h / mf * (gx[free] + gv[free] / h - model.c * mf * alpha
+                                                      - h * hess_alpha[free])
+        else:
+            gforces[s // sub][free] += h * alpha
         gdamp -= h * float(np.sum(mf * alpha * vs[s + 1][free]))
         gpin[s + 1] -= h * hess_alpha[pinned]
         # step s's own partials, then the recursion
         px, pv = partial(gx_frames, s), partial(gv_frames, s)
-        new_gx = gx - h * hess_alpha
+        new_gx = gx - h * hess_alpha - h * model.potential.lag_gradient(pt, alpha_full)
         new_gv = np.zeros_like(gv)
         new_gv[free] = mf * alpha
         if lin.linearized:

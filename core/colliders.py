@@ -1,6 +1,18 @@
-"""Sphere and plane colliders, static or with one pose per frame (their penalty contact is in energies)."""
+"""Colliders: sphere, plane and triangle mesh, static or with one pose per frame.
+
+Every collider answers the same question for the contact term (core.energies.Contact): for cloth
+vertices x at a time, the signed distance d, its gradient n (unit) and the derivative of n. The
+sphere and the plane answer exactly. A mesh answers per integrator step: at the step's start it
+finds each nearby vertex's closest point on the surface (face, edge or vertex region; cKDTree
+broad phase, vectorized narrow phase) and within the step the vertex is kept on its side of that
+point's tangent plane (`begin_step`, a `Planes` lag). A vertex that starts a step above a thin
+board is held above the board's top face for the whole step, however far the step would take it:
+nothing tunnels. Friction (μ per collider) and thickness (None: the scene's) belong to every
+kind.
+"""
 
 import numpy as np
+from scipy.spatial import cKDTree
 
 
 def _pose(value, what):
@@ -12,9 +24,9 @@ def _pose(value, what):
     return arr
 
 
-def _at(arr, t):
-    """Pose at fractional frame t (linear between frame poses; static poses are 1-D)."""
-    if arr.ndim == 1:
+def _at(arr, t, static_ndim=1):
+    """Pose at fractional frame t (linear between frame poses; static poses have static_ndim)."""
+    if arr.ndim == static_ndim:
         return arr
     if not 0 <= t <= len(arr) - 1:
         raise ValueError(f"collider has {len(arr)} poses, none for frame {t:g}")
@@ -23,11 +35,47 @@ def _at(arr, t):
     return arr[f] if w == 0 else (1 - w) * arr[f] + w * arr[f + 1]
 
 
-class Sphere:
+class Collider:
+    """What every kind shares: friction μ (Coulomb, ≥ 0) and an optional thickness of its own."""
+
+    def __init__(self, friction=0.0, thickness=None):
+        if not (np.isfinite(friction) and friction >= 0):
+            raise ValueError(f"collider friction must be non-negative, got {friction}")
+        if thickness is not None and not (np.isfinite(thickness) and thickness >= 0):
+            raise ValueError(f"collider thickness must be non-negative, got {thickness}")
+        self.friction = float(friction)
+        self.thickness = None if thickness is None else float(thickness)
+
+    def replace(self, **changes):
+        """A copy with some attributes changed (friction, thickness)."""
+        out = object.__new__(type(self))
+        out.__dict__.update(self.__dict__)
+        if "friction" in changes or "thickness" in changes:
+            Collider.__init__(out, changes.pop("friction", self.friction), changes.pop("thickness", self.thickness))
+        if changes:
+            raise ValueError(f"unknown collider field(s): {', '.join(sorted(changes))}")
+        return out
+
+    def begin_step(self, x, v, t0, t1, h, thickness):
+        """Per-step data the distance needs (a mesh's planes), or None."""
+        return None
+
+    def kept_distance(self, default):
+        """The distance kept from the surface: its own thickness, else the scene's."""
+        return default if self.thickness is None else self.thickness
+
+    def motion(self, x, t0, t1, lag):
+        """How far the surface under the points x moves from t0 to t1 (friction acts on the slip
+        relative to it), and its derivative by x (N,3,3)."""
+        return np.zeros_like(x), np.zeros(x.shape + (3,))
+
+
+class Sphere(Collider):
     """Sphere collider; center (3,) or one center per frame (frames+1, 3); radius one number or one
     per frame (frames+1,) (a sphere whose scale is animated)."""
 
-    def __init__(self, center, radius):
+    def __init__(self, center, radius, friction=0.0, thickness=None):
+        super().__init__(friction, thickness)
         self.center = _pose(center, "sphere center")
         radius = np.array(radius, dtype=np.float64)
         if radius.ndim > 1 or not (np.isfinite(radius).all() and (radius > 0).all()):
@@ -43,8 +91,8 @@ class Sphere:
         """Center and radius at fractional frame t."""
         return _at(self.center, t), float(_at(self._radius, t)[0])
 
-    def distance(self, x, t):
-        """Signed distance d, its gradient n (unit) and a function giving ∇n = ∇²d, (len(x),3,3),
+    def distance(self, x, t, lag=None):
+        """Signed distance d, its gradient n (unit) and a function giving ∇n = ∇²d, (len(sel),3,3),
         for a selection of the points."""
         center, radius = self.at(t)
         rel = x - center
@@ -53,11 +101,15 @@ class Sphere:
         n = rel * inv[:, None]
         return dist - radius, n, lambda sel: (np.eye(3) - n[sel, :, None] * n[sel, None, :]) * inv[sel, None, None]
 
+    def motion(self, x, t0, t1, lag):
+        return np.broadcast_to(self.at(t1)[0] - self.at(t0)[0], x.shape), np.zeros(x.shape + (3,))
 
-class Plane:
+
+class Plane(Collider):
     """Infinite plane through `point` with `normal` (the free side); (3,) or per frame (frames+1, 3)."""
 
-    def __init__(self, point, normal):
+    def __init__(self, point, normal, friction=0.0, thickness=None):
+        super().__init__(friction, thickness)
         self.point = _pose(point, "plane point")
         normal = _pose(normal, "plane normal")
         length = np.linalg.norm(normal, axis=-1)
@@ -73,12 +125,276 @@ class Plane:
         nrm = _at(self.normal, t)
         return _at(self.point, t), nrm / np.linalg.norm(nrm)
 
-    def distance(self, x, t):
+    def distance(self, x, t, lag=None):
         """As Sphere.distance; a plane's normal is constant (∇n = 0: None)."""
         point, nrm = self.at(t)
         return (x - point) @ nrm, np.broadcast_to(nrm, x.shape), None
 
 
+def closest_on_triangles(p, a, b, c):
+    """Closest points q on triangles (a, b, c) to points p, all (N,3), and barycentric weights
+    (N,3) of q (Ericson, Real-Time Collision Detection §5.1.5, vectorized): a face's interior has
+    three positive weights, an edge's two, a vertex's one."""
+    ab, ac, ap = b - a, c - a, p - a
+    d1, d2 = np.einsum("ij,ij->i", ab, ap), np.einsum("ij,ij->i", ac, ap)
+    bp = p - b
+    d3, d4 = np.einsum("ij,ij->i", ab, bp), np.einsum("ij,ij->i", ac, bp)
+    cp = p - c
+    d5, d6 = np.einsum("ij,ij->i", ab, cp), np.einsum("ij,ij->i", ac, cp)
+    va, vb, vc = d3 * d6 - d5 * d4, d5 * d2 - d1 * d6, d1 * d4 - d3 * d2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t_ab = d1 / (d1 - d3)
+        t_ac = d2 / (d2 - d6)
+        t_bc = (d4 - d3) / ((d4 - d3) + (d5 - d6))
+        denom = 1.0 / (va + vb + vc)
+    zero, one = np.zeros_like(d1), np.ones_like(d1)
+    conditions = [(d1 <= 0) & (d2 <= 0), (d3 >= 0) & (d4 <= d3), (vc <= 0) & (d1 >= 0) & (d3 <= 0),
+                  (d6 >= 0) & (d5 <= d6), (vb <= 0) & (d2 >= 0) & (d6 <= 0),
+                  (va <= 0) & (d4 - d3 >= 0) & (d5 - d6 >= 0)]
+    weights = [np.select(conditions, choices, default)
+               for choices, default in (([one, zero, 1 - t_ab, zero, 1 - t_ac, zero], 1 - (vb + vc) * denom),
+                                        ([zero, one, t_ab, zero, zero, 1 - t_bc], vb * denom),
+                                        ([zero, zero, zero, one, t_ac, t_bc], vc * denom))]
+    bary = np.stack(weights, axis=1)
+    q = bary[:, :1] * a + bary[:, 1:2] * b + bary[:, 2:] * c
+    return q, bary
+
+
+class Planes:
+    """A mesh's contacts for one step: per vertex near it (`vertices`), the closest point q at the
+    step's end pose, the outward normal n of the distance there, fixed for the step, and ∇n
+    (`curv`, zero in face regions) at the step's start, through which the planes depend on it."""
+
+    def __init__(self, vertices, q, n, curv, face, bary):
+        self.vertices, self.q, self.n, self.curv, self.face, self.bary = vertices, q, n, curv, face, bary
+        self.slot = {int(v): i for i, v in enumerate(vertices)}
+
+
+class MeshCollider(Collider):
+    """A triangle mesh: vertices (V,3), or one pose per frame (frames+1, V,3), linear between
+    frames; triangles (T,3). one_sided: the triangles' winding gives the outside (closed meshes,
+    Blender's Single Sided); else either side is free, and a vertex keeps the side it starts each
+    step on. thickness: the distance kept from the surface (Blender's Thickness Outer; None: the
+    scene's)."""
+
+    def __init__(self, vertices, triangles, thickness=None, friction=0.0, one_sided=False):
+        super().__init__(friction, thickness)
+        verts = np.array(vertices, dtype=np.float64)
+        if verts.ndim not in (2, 3) or verts.shape[-1] != 3 or verts.shape[-2] == 0:
+            raise ValueError(f"mesh collider vertices must have shape (V, 3) or (frames+1, V, 3), got {verts.shape}")
+        if not np.isfinite(verts).all():
+            raise ValueError("mesh collider has a NaN or infinite vertex")
+        tris = np.array(triangles, dtype=np.int64).reshape(-1, 3) if len(triangles) else np.zeros((0, 3), np.int64)
+        if len(tris) == 0:
+            raise ValueError("mesh collider has no triangles")
+        if tris.min() < 0 or tris.max() >= verts.shape[-2]:
+            raise ValueError(f"a mesh collider triangle index is out of range 0..{verts.shape[-2] - 1}")
+        rest = verts if verts.ndim == 2 else verts[0]
+        area2 = np.linalg.norm(np.cross(rest[tris[:, 1]] - rest[tris[:, 0]], rest[tris[:, 2]] - rest[tris[:, 0]]), axis=1)
+        scale = max(float(np.ptp(rest, axis=0).max()), 1e-300)
+        bad = area2 <= 1e-12 * scale ** 2
+        if bad.any():
+            raise ValueError(f"mesh collider triangle {int(np.argmax(bad))} has zero area ({int(bad.sum())} such)")
+        self.vertices, self.tris, self.one_sided = verts, tris, bool(one_sided)
+        self._edge_normal_index = _edge_slots(tris)
+        self._tree = None
+
+    def n_poses(self):
+        return 1 if self.vertices.ndim == 2 else len(self.vertices)
+
+    def at(self, t):
+        return _at(self.vertices, t, static_ndim=2)
+
+    def _broad(self, verts):
+        """cKDTree of the triangles' centroids and the largest centroid-to-corner distance (a static
+        mesh's is built once)."""
+        if self._tree is not None and self.vertices.ndim == 2:
+            return self._tree
+        corners = verts[self.tris]
+        centroids = corners.mean(axis=1)
+        reach = float(np.linalg.norm(corners - centroids[:, None], axis=2).max())
+        out = (cKDTree(centroids), reach)
+        if self.vertices.ndim == 2:
+            self._tree = out
+        return out
+
+    def closest(self, x, verts, radius=None):
+        """For points x (N,3) and per-point search radii: which have a surface point within their
+        radius (mask), and for those their closest point q, triangle and its barycentric weights.
+        radius None: every point's closest point (within its nearest centroid's distance)."""
+        tree, reach = self._broad(verts)
+        if radius is None:
+            radius = tree.query(x)[0] * (1 + 1e-9) + 1e-12
+        found = tree.query_ball_point(x, np.asarray(radius) + reach, return_sorted=False)
+        counts = np.fromiter((len(f) for f in found), np.int64, len(x))
+        if not counts.any():
+            return np.zeros(len(x), bool), np.zeros((0, 3)), np.zeros(0, np.int64), np.zeros((0, 3))
+        point = np.repeat(np.arange(len(x)), counts)
+        tri = np.fromiter((t for f in found for t in f), np.int64, int(counts.sum()))
+        corners = verts[self.tris[tri]]
+        q, bary = closest_on_triangles(x[point], corners[:, 0], corners[:, 1], corners[:, 2])
+        dist = np.linalg.norm(x[point] - q, axis=1)
+        order = np.lexsort((dist, point))  # per point, nearest first
+        first = order[np.r_[True, point[order][1:] != point[order][:-1]]]
+        keep = dist[first] <= np.asarray(radius)[point[first]] if np.ndim(radius) else dist[first] <= radius
+        first = first[keep]
+        mask = np.zeros(len(x), bool)
+        mask[point[first]] = True
+        return mask, q[first], tri[first], bary[first]
+
+    def _normals(self, verts):
+        """Unit face normals (T,3) and pseudonormals of the vertices (angle-weighted) and edges."""
+        a, b, c = (verts[self.tris[:, i]] for i in range(3))
+        face = np.cross(b - a, c - a)
+        face /= np.linalg.norm(face, axis=1)[:, None]
+        vertex = np.zeros_like(verts)
+        for i in range(3):
+            e1 = verts[self.tris[:, (i + 1) % 3]] - verts[self.tris[:, i]]
+            e2 = verts[self.tris[:, (i + 2) % 3]] - verts[self.tris[:, i]]
+            cos = np.einsum("ij,ij->i", e1, e2) / (np.linalg.norm(e1, axis=1) * np.linalg.norm(e2, axis=1))
+            np.add.at(vertex, self.tris[:, i], np.arccos(np.clip(cos, -1, 1))[:, None] * face)
+        slots, n_edges = self._edge_normal_index
+        edge = np.zeros((n_edges, 3))
+        np.add.at(edge, slots.ravel(), np.repeat(face, 3, axis=0))
+        return face, vertex, edge
+
+    def signed(self, x, t, radius=None):
+        """Signed distance of points x (within radius of the surface; None: all) at time t
+        (one-sided: negative inside; two-sided: unsigned), +inf elsewhere."""
+        verts = self.at(t)
+        out = np.full(len(x), np.inf)
+        mask, q, tri, bary = self.closest(x, verts, radius)
+        if mask.any():
+            rel = x[mask] - q
+            out[mask] = np.linalg.norm(rel, axis=1)
+            if self.one_sided:
+                out[mask] *= self._side(rel, tri, bary, self._normals(verts))
+        return out
+
+    def _side(self, rel, tri, bary, normals):
+        """+1 or −1 per point: on which side of the surface it lies, by the pseudonormal of the
+        feature its closest point is on (Bærentzen & Aanæs 2005)."""
+        face, vertex, edge = normals
+        nonzero = bary > 1e-12
+        count = nonzero.sum(axis=1)
+        pseudo = face[tri].copy()
+        at_vertex = count == 1
+        pseudo[at_vertex] = vertex[self.tris[tri[at_vertex], np.argmax(bary[at_vertex], axis=1)]]
+        at_edge = count == 2
+        missing = np.argmin(bary[at_edge], axis=1)  # the edge opposite the corner with weight 0
+        pseudo[at_edge] = edge[self._edge_normal_index[0][tri[at_edge], (missing + 1) % 3]]
+        return np.where(np.einsum("ij,ij->i", rel, pseudo) < 0, -1.0, 1.0)
+
+    def begin_step(self, x, v, t0, t1, h, thickness):
+        """The step's Planes for the vertices that can reach the surface within it: within the
+        thickness plus twice the distance their velocity covers plus a margin."""
+        verts = self.at(t1)
+        radius = thickness + 2 * h * np.linalg.norm(v, axis=1) + SEARCH_MARGIN
+        mask, q, tri, bary = self.closest(x, verts, radius)
+        idx = np.flatnonzero(mask)
+        rel = x[idx] - q
+        dist = np.linalg.norm(rel, axis=1)
+        normals = self._normals(verts)
+        face_n = normals[0][tri]
+        interior = (bary > 1e-12).all(axis=1) | (dist < 1e-12)
+        if self.one_sided:  # inside or out, a face pushes along its outward normal
+            side = self._side(rel, tri, bary, normals)
+            face_side = np.ones(len(idx))
+        else:  # the side the vertex starts on (within the shell, the side it came from); beyond an open edge, away
+            height = np.einsum("ij,ij->i", rel, face_n)
+            came = np.einsum("ij,ij->i", rel - h * v[idx], face_n)
+            height = np.where((np.abs(height) < thickness) & (came != 0), came, height)
+            side = face_side = np.where(interior & (height < 0), -1.0, 1.0)
+        u = rel / np.maximum(dist, 1e-300)[:, None]
+        n = np.where(interior[:, None], face_n * face_side[:, None], u * side[:, None])
+        curv = np.zeros((len(idx), 3, 3))
+        rim = ~interior
+        if rim.any():  # ∇n about an edge (a cylinder) or a vertex (a sphere)
+            proj = np.eye(3) - u[rim, :, None] * u[rim, None, :]
+            on_edge = (bary[rim] > 1e-12).sum(axis=1) == 2
+            if on_edge.any():
+                corners = verts[self.tris[tri[rim][on_edge]]]
+                kept = bary[rim][on_edge] > 1e-12
+                ends = corners[kept].reshape(-1, 2, 3)
+                e = ends[:, 1] - ends[:, 0]
+                e /= np.linalg.norm(e, axis=1)[:, None]
+                proj[on_edge] -= e[:, :, None] * e[:, None, :]
+            curv[rim] = proj * (side[rim] / dist[rim])[:, None, None]
+        return Planes(idx, q, n, curv, tri, bary)
+
+    def kept_distance(self, default):
+        """A two-sided mesh keeps at least TWO_SIDED_SHELL: a vertex resting on it sinks g/κ into
+        its contact zone and must stay on the side it came from."""
+        kept = super().kept_distance(default)
+        return kept if self.one_sided else max(kept, TWO_SIDED_SHELL)
+
+    def distance(self, x, t, lag=None):
+        """As Sphere.distance for the vertices of the step's Planes (lag), +inf for the others; n is
+        fixed within a step (∇n = 0: None)."""
+        d = np.full(len(x), np.inf)
+        n = np.zeros_like(x)
+        if lag is not None and len(lag.vertices):
+            n[lag.vertices] = lag.n
+            d[lag.vertices] = np.einsum("ij,ij->i", x[lag.vertices] - lag.q, lag.n)
+        return d, n, None
+
+    def motion(self, x, t0, t1, lag):
+        """The closest points' own motion over the step (their barycentric weights on both poses),
+        and its derivative by x through those weights."""
+        out, jac = np.zeros_like(x), np.zeros(x.shape + (3,))
+        if lag is None or not len(lag.vertices) or self.vertices.ndim == 2:
+            return out, jac
+        corners1 = self.at(t1)[self.tris[lag.face]]
+        moved = corners1 - self.at(t0)[self.tris[lag.face]]  # (P,3 corners,3)
+        out[lag.vertices] = np.einsum("ij,ijk->ik", lag.bary, moved)
+        dbary = np.zeros((len(lag.vertices), 3, 3))  # ∂(weight of corner k)/∂x, per contact
+        kept = lag.bary > 1e-12
+        count = kept.sum(axis=1)
+        face = count == 3
+        if face.any():
+            e1, e2 = (corners1[face, k] - corners1[face, 0] for k in (1, 2))
+            gram = np.stack([np.stack([_rows(e1, e1), _rows(e1, e2)], -1), np.stack([_rows(e1, e2), _rows(e2, e2)], -1)], -2)
+            duv = np.linalg.solve(gram, np.stack([e1, e2], axis=1))  # (F,2,3)
+            dbary[face, 1:] = duv
+            dbary[face, 0] = -duv.sum(axis=1)
+        edge = np.flatnonzero(count == 2)
+        if len(edge):
+            ends = np.argsort(~kept[edge], axis=1, kind="stable")[:, :2]  # the two corners with weight
+            p0 = corners1[edge, ends[:, 0]]
+            e = corners1[edge, ends[:, 1]] - p0
+            dt = e / _rows(e, e)[:, None]
+            dbary[edge, ends[:, 1]] = dt
+            dbary[edge, ends[:, 0]] = -dt
+        jac[lag.vertices] = np.einsum("pkj,pki->pji", moved, dbary)
+        return out, jac
+
+
+def _rows(a, b):
+    return np.einsum("ij,ij->i", a, b)
+
+
+# m: how much farther than the thickness and the step's motion a mesh's planes reach
+SEARCH_MARGIN = 0.01
+# m: the least distance a two-sided mesh keeps (its side test needs the contact zone's depth)
+TWO_SIDED_SHELL = 2e-3
+
+
+def _edge_slots(tris):
+    """Per triangle and local edge (i, i+1), the index of that unique edge, and the edge count."""
+    e = np.sort(np.stack([tris, np.roll(tris, -1, axis=1)], axis=2).reshape(-1, 2), axis=1)
+    _, inverse = np.unique(e, axis=0, return_inverse=True)
+    inverse = inverse.ravel()
+    return inverse.reshape(-1, 3), int(inverse.max()) + 1
+
+
 def inside_at_start(colliders, x0, tol):
-    """Per collider, how many of the positions x0 start deeper than tol inside it (behind a plane)."""
-    return [int((col.distance(x0, 0.0)[0] < -tol).sum()) for col in colliders]
+    """Per collider, how many of the positions x0 start deeper than tol inside it (behind a plane,
+    inside a one-sided mesh)."""
+    counts = []
+    for col in colliders:
+        if isinstance(col, MeshCollider):
+            d = col.signed(x0, 0.0) if col.one_sided else np.full(len(x0), np.inf)
+            counts.append(int((d < -tol).sum()))
+        else:
+            counts.append(int((col.distance(x0, 0.0)[0] < -tol).sum()))
+    return counts

@@ -1,4 +1,5 @@
-"""The cloth's potential energy Φ term by term: springs, hinge bending, gravity, penalty contact.
+"""The cloth's potential energy Φ term by term: springs, hinge bending, gravity; contact and
+friction (core.contact).
 
 `Potential` sums the terms and gives what Newton's method and the adjoint read from them, all
 through one interface: Φ at a point, ∇Φ, ∇²Φ on a BlockSystem's storage (with the solver's
@@ -8,6 +9,8 @@ of ∇Φ·v with respect to the design's stiffnesses.
 
 import numpy as np
 import scipy.sparse as sp
+
+from .contact import Contact, StepLag
 
 # a hinge's six vertex pairs, (i, j) with i < j in (x0, x1, x2, x3)
 HINGE_PAIRS = np.array([(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)])
@@ -232,92 +235,21 @@ class HingeBending:
         return out
 
 
-def penalty(d, k, delta):
-    """Contact energy per unit of its stiffness k at depth −d (d < 0) and its first three
-    derivatives in d. Quadratic, ½k·d², when delta = 0; else its curvature rises smoothly (a
-    smoothstep) over the first delta of depth and the energy is C³: a linearized step's
-    matrix, and so the step, then change smoothly as a vertex enters contact."""
-    if delta == 0.0:
-        return 0.5 * k * d * d, k * d, k, np.zeros_like(d)
-    s = np.minimum(-d / delta, 1.0)
-    deep = -d > delta
-    e = k * delta ** 2 * np.where(deep, 0.5 * (d / delta) ** 2 + 0.5 * d / delta + 0.15, s ** 4 / 4 - s ** 5 / 10)
-    e1 = k * np.where(deep, d + 0.5 * delta, -delta * (s ** 3 - s ** 4 / 2))
-    e2 = k * (3 * s ** 2 - 2 * s ** 3)
-    e3 = -k * 6 * s * (1 - s) / delta
-    return e, e1, e2, e3
-
-
-class Contact:
-    """Penalty contact E(d) per vertex and collider (see penalty), d the signed distance minus
-    thickness and k the vertex's stiffness: the scene's contact stiffness per unit mass (1/s²)
-    times the vertex's mass, so a vertex sinks g/κ under its own weight at any resolution.
-
-    Per active contact: the vertex (`active`), the distance's gradient n (unit) and ∇n (`curv`,
-    zero for planes), E′, E″, E‴ in d. grad (A,3) = E′·n; hess (A,3,3) the exact E″·nnᵀ + E′·∇n;
-    hess_psd E″·nnᵀ: inside a collider E′ < 0 and ∇n ≥ 0, so the curvature term is the negative
-    one, which projections drop. stiffness: per vertex (n,) or one for all.
-    """
-
-    def __init__(self, colliders, x, t, stiffness, thickness, vertices=None, smoothing=0.0):
-        n = len(x)
-        self.energy = 0.0
-        idx, normals, curvs, derivs = [], [], [], []
-        cand = np.arange(n) if vertices is None else vertices
-        xc = x[cand]
-        kc = np.broadcast_to(np.asarray(stiffness, dtype=np.float64), (n,))[cand]
-        for col in colliders:
-            d, nrm, curvature = col.distance(xc, t)
-            d = d - thickness
-            on = np.flatnonzero(d < 0)
-            if not len(on):
-                continue
-            e, e1, e2, e3 = penalty(d[on], kc[on], smoothing)
-            self.energy += float(e.sum())
-            idx.append(cand[on])
-            normals.append(np.array(nrm[on]))
-            curvs.append(np.zeros((len(on), 3, 3)) if curvature is None else curvature(on))
-            derivs.append(np.stack([e1, e2, e3], axis=1))
-        if idx:
-            self.active = np.concatenate(idx)
-            self.n = np.concatenate(normals)
-            self.curv = np.concatenate(curvs)
-            self.e1, self.e2, self.e3 = np.concatenate(derivs).T
-        else:
-            self.active = np.zeros(0, np.int64)
-            self.n = np.zeros((0, 3))
-            self.curv = np.zeros((0, 3, 3))
-            self.e1 = self.e2 = self.e3 = np.zeros(0)
-        self.grad = self.e1[:, None] * self.n
-        self.hess_psd = self.e2[:, None, None] * self.n[:, :, None] * self.n[:, None, :]
-        self.hess = self.hess_psd + self.e1[:, None, None] * self.curv
-
-    def third(self, a, b):
-        """∇ₓ(aᵀ·H̃·b) per active contact (A,3), H̃ = E″·nnᵀ, for a, b at the active vertices."""
-        an, bn = np.einsum("ij,ij->i", a, self.n), np.einsum("ij,ij->i", b, self.n)
-        ka, kb = np.einsum("aij,aj->ai", self.curv, a), np.einsum("aij,aj->ai", self.curv, b)
-        return (self.e3 * an * bn)[:, None] * self.n + self.e2[:, None] * (an[:, None] * kb + bn[:, None] * ka)
-
-    def third_tangent(self, w, b):
-        """(∂H̃[w])·b per active contact (A,3)."""
-        wn, bn = np.einsum("ij,ij->i", w, self.n), np.einsum("ij,ij->i", b, self.n)
-        kw = np.einsum("aij,aj->ai", self.curv, w)
-        return (self.e3 * wn * bn)[:, None] * self.n + self.e2[:, None] * (bn[:, None] * kw
-                                                                          + np.einsum("ij,ij->i", kw, b)[:, None] * self.n)
-
-
 class State:
     """The terms at positions y after integrator step s: spring geometry, hinge bend vectors,
     contact set and Φ(y). The integrator adds its incremental potential as `energy`."""
 
-    def __init__(self, potential, y, s):
+    def __init__(self, potential, y, s, lag=None, friction=True):
         self.y = y
         self.length, self.dir = spring_geometry(potential.springs.across @ y)
         self.stretch = self.length - potential.springs.rest
         sc = potential.scene
-        self.contact = Contact(sc.colliders, y, (s + 1) / sc.substeps, potential.contact_k,
-                               sc.contact_thickness, potential.free, sc.contact_smoothing)
-        self.phi = potential.springs.energy(self) + self.contact.energy - float(np.sum(potential.gravity * y))
+        self.contact = Contact(sc, y, (s + 1) / sc.substeps, potential.contact_k, potential.free, lag)
+        # per collider with friction contacts: (its index, the Friction's terms at y)
+        self.friction = [] if lag is None or not friction else [(c, f.at(y)) for c, f in enumerate(lag.friction)
+                                                                if f is not None]
+        self.phi = (potential.springs.energy(self) + self.contact.energy - float(np.sum(potential.gravity * y))
+                    + sum(fs.energy for _, fs in self.friction))
         self.bend = None
         if potential.hinges is not None:
             self.bend = potential.hinges.bend(y)
@@ -340,6 +272,7 @@ class Potential:
         self.springs = Springs(cloth.edges, cloth.rest_lengths, cloth.stiffness, cloth.n)
         self.assemble_springs = hess_scale * system.assembler(fidx[cloth.edges])
         self.gravity = cloth.masses[:, None] * scene.gravity[None, :]
+        self.masses = cloth.masses
         self.contact_k = scene.contact_stiffness * cloth.masses
         self.hinges = self.hinge_data = None
         # a linearized step's matrix bounds the hinges' Hessian by one that couples mesh edges only
@@ -351,8 +284,14 @@ class Potential:
             free = fidx[at] >= 0
             system.add_diagonal(self.hinge_data, fidx[at][free], hess_scale * diag[free, None, None] * np.eye(3))
 
-    def at(self, y, s):
-        return State(self, y, s)
+    def lag(self, x, v, s):
+        """What step s takes from its start state (contact.StepLag), or None when nothing does."""
+        return StepLag(self, x, v, s) if StepLag.needed(self.scene) else None
+
+    def at(self, y, s, lag=None, friction=True):
+        """The terms at y after step s; friction=False leaves friction out (a linearized step
+        applies it as a clamp: contact.clamp_friction)."""
+        return State(self, y, s, lag, friction)
 
     def gradient(self, st):
         """∇Φ (n,3)."""
@@ -361,6 +300,8 @@ class Potential:
             grad += self.hinges.gradient(st.bend)
         if len(st.contact.active):
             np.add.at(grad, st.contact.active, st.contact.grad)
+        for _, fs in st.friction:
+            np.add.at(grad, fs.f.vertices, fs.grad)
         return grad
 
     def hessian(self, st, tension=None, beta=1.0, projected=False):
@@ -386,6 +327,8 @@ class Potential:
         if len(c.active):
             hess = c.hess_psd if projected else c.hess if beta == 1.0 else c.hess_psd + beta * (c.hess - c.hess_psd)
             self.system.add_diagonal(data, self.fidx[c.active], self.hess_scale * hess)
+        for _, fs in st.friction:  # positive semidefinite as it is
+            self.system.add_diagonal(data, self.fidx[fs.f.vertices], self.hess_scale * fs.hess)
         return data
 
     def third(self, st, a, b):
@@ -436,18 +379,45 @@ class Potential:
         c = st.contact
         if len(c.active):
             np.add.at(out, c.active, np.einsum("aij,aj->ai", c.hess, v[c.active]))
+        for _, fs in st.friction:
+            np.add.at(out, fs.f.vertices, np.einsum("aij,aj->ai", fs.hess, v[fs.f.vertices]))
+        return out
+
+    def lag_gradient(self, st, v):
+        """∂(∇Φ·v)/∂xₛ (n,3): how the step's start moves its contact terms (a mesh's planes,
+        friction's lagged normal force, normal and anchor; zero without them)."""
+        out = np.zeros_like(st.y)
+        c = st.contact
+        if len(c.active):
+            np.add.at(out, c.active, c.lag_gradient(st.y, v[c.active]))
+        for _, fs in st.friction:
+            np.add.at(out, fs.f.vertices, fs.lag_gradient(v[fs.f.vertices]))
+        return out
+
+    def lag_tangent(self, st, dxs):
+        """(∂∇Φ/∂xₛ)·δxₛ (n,3): the forward counterpart of lag_gradient."""
+        out = np.zeros_like(st.y)
+        c = st.contact
+        if len(c.active):
+            np.add.at(out, c.active, c.lag_tangent(st.y, dxs[c.active]))
+        for _, fs in st.friction:
+            np.add.at(out, fs.f.vertices, fs.lag_tangent(dxs[fs.f.vertices]))
         return out
 
     def design_gradient(self, st, v):
         """∂(∇Φ·v)/∂p for the design's stiffnesses: k_tension, k_bending (per spring or hinge),
-        contact_stiffness."""
+        contact_stiffness (friction's normal forces scale with it too), friction (per collider)."""
         dk = self.springs.dk(st, v)
         c = st.contact
+        friction = np.zeros(len(self.scene.colliders))
+        for col, fs in st.friction:
+            friction[col] = float(np.sum(v[fs.f.vertices] * fs.grad)) / fs.f.mu
+        contact = float(np.sum(v[c.active] * c.grad)) + float(friction @ [col.friction for col in self.scene.colliders])
         return dict(k_tension=dk[:self.n_tension],
                     k_bending=dk[self.n_tension:] if self.hinges is None else self.hinges.dk(st.bend, v),
-                    contact_stiffness=float(np.sum(v[c.active] * c.grad)) / self.scene.contact_stiffness)
+                    contact_stiffness=contact / self.scene.contact_stiffness, friction=friction)
 
-    def design_tangent(self, st, k_tension, k_bending, contact_stiffness=0.0):
+    def design_tangent(self, st, k_tension, k_bending, contact_stiffness=0.0, friction=None):
         """(∂∇Φ/∂p)·δp (n,3) for stiffness changes δp: the forward counterpart of
         design_gradient (every term's gradient is linear in its stiffness)."""
         dk = k_tension if self.hinges is not None else np.concatenate([k_tension, k_bending])
@@ -457,4 +427,8 @@ class Potential:
         c = st.contact
         if len(c.active) and contact_stiffness:
             np.add.at(out, c.active, c.grad * (contact_stiffness / self.scene.contact_stiffness))
+        for col, fs in st.friction:
+            rate = contact_stiffness / self.scene.contact_stiffness + (0.0 if friction is None else friction[col] / fs.f.mu)
+            if rate:
+                np.add.at(out, fs.f.vertices, fs.grad * rate)
         return out

@@ -22,6 +22,7 @@ needs too many iterations; then the current matrix is factored.
 
 import numpy as np
 
+from .contact import clamp_friction, project_out
 from .energies import Potential
 from .linalg import BlockSystem
 
@@ -94,10 +95,10 @@ class Model:
         # magnitude of E's terms, to tell a real decrease from rounding
         self.energy_scale = cloth.mass * max(float(np.linalg.norm(scene.gravity)), 1.0) * self.scale
 
-    def point(self, y, x, xhat, u, s):
+    def point(self, y, x, xhat, u, s, lag=None):
         """The potential's State at y with E(y) for the step from state x with inertial
-        prediction xhat = x + h·v and control force u."""
-        pt = self.potential.at(y, s)
+        prediction xhat = x + h·v, control force u and the step's lagged contact data."""
+        pt = self.potential.at(y, s, lag)
         free, h, m = self.free, self.h, self.m[self.free, None]
         dy, dx = (y - xhat)[free], (y - x)[free]
         e = 0.5 / h ** 2 * float(np.sum(m * dy * dy)) + 0.5 * self.c / h * float(np.sum(m * dx * dx))
@@ -120,9 +121,15 @@ class Model:
         return self.potential.hessian(pt, tension, beta, projected) + (1.0 + shift) * self.mass_data
 
     def prediction(self, x, v, s):
-        """The inertial prediction x + h·v with the pins where they are after step s."""
-        y = x + self.h * v
-        y[self.pinned] = self.scene.pins_at(s + 1)
+        """Where a linearized step starts: the explicit prediction x + h·v + h²·(g + u/m) (a
+        cloth at rest on a collider then starts inside its contact zone, whose stiffness the step
+        needs), the pins where they are after step s."""
+        sc = self.scene
+        y = x + self.h * v + self.h ** 2 * sc.gravity
+        u = sc.force_at(s)
+        if u is not None:
+            y += self.h ** 2 * u / self.m[:, None]
+        y[self.pinned] = sc.pins_at(s + 1)
         return y
 
 
@@ -173,13 +180,18 @@ LINEAR_RTOL = 1e-15
 
 
 class LinearizedStepper:
-    """One Newton step of the incremental potential per integrator step, from the inertial
-    prediction x̂ = x + h·v, with the smooth projected Hessian (Scene(solver="linearized")):
+    """One Newton step of the incremental potential per integrator step, from the explicit
+    prediction x̂ = x + h·v + h²·(g + u/m) (Model.prediction), with the smooth projected Hessian
+    (Scene(solver="linearized")):
 
         x′ = x̂ − Ã⁻¹·h²∇E(x̂),   Ã = M(1 + hc) + h²·H̃(x̂)
 
     Ã is positive definite by construction, so every step costs one factorization and never
     fails; where ∇E is linear (gravity, hinges, plane contact) the step is exact implicit Euler.
+    Friction, whose stick and slip one linear solve cannot tell apart, is applied after it as a
+    Coulomb clamp of each contact's slip (contact.clamp_friction), and vertices dragged deep into
+    a mesh within the step are moved back out (contact.project_out): the gradients of such steps
+    are not built.
     `factor` is Ã's own factorization: the adjoint and tangent passes solve with it."""
 
     def __init__(self, model):
@@ -194,7 +206,8 @@ class LinearizedStepper:
         u = md.scene.force_at(s)
         xhat = x + md.h * v
         y = md.prediction(x, v, s)
-        pt = md.potential.at(y, s)
+        lag = md.potential.lag(x, v, s)
+        pt = md.potential.at(y, s, lag, friction=False)
         b = -(md.h ** 2) * md.gradient(pt, x, xhat, u).ravel()
         data = md.matrix(pt, projected=True)
         self.factor = md.system.factor(data)
@@ -210,7 +223,11 @@ class LinearizedStepper:
         res = float(np.linalg.norm(md.system.matvec(data, d) - b) / max(np.linalg.norm(b), 1e-300))
         if not np.isfinite(d).all():
             raise step_error(md.scene, s, "produced non-finite values")
+        start = y.copy()
         y[md.free] += d.reshape(-1, 3)
+        if lag is not None:
+            project_out(md.potential, lag, y)
+            clamp_friction(md.potential, lag, x, start, y, s)
         return y, 1, res, True
 
 
@@ -222,6 +239,7 @@ class Stepper:
         self.model = model
         self.factor = None
         self.factorizations = 0
+        self.lag = None
         self.shift = SHIFT_MIN
         self.tension = None
         self.blend = 0
@@ -285,11 +303,12 @@ class Stepper:
         xhat = x + h * v
         y = xhat.copy()
         y[md.pinned] = sc.pins_at(s + 1)
-        pt = md.point(y, x, xhat, u, s)
+        self.lag = md.potential.lag(x, v, s)
+        pt = md.point(y, x, xhat, u, s, self.lag)
         if guess is not None:
             y = guess.copy()
             y[md.pinned] = sc.pins_at(s + 1)
-            other = md.point(y, x, xhat, u, s)
+            other = md.point(y, x, xhat, u, s, self.lag)
             if other.energy < pt.energy:
                 pt = other
         # from a guess, Newton stays near it: the expanding line search and the steps along
@@ -349,7 +368,7 @@ class Stepper:
         trial = pt.y.copy()
         for t in (1.0, 0.5, 0.25, 0.125):
             trial[md.free] = pt.y[md.free] + t * p
-            new = md.point(trial.copy(), x, xhat, u, s)
+            new = md.point(trial.copy(), x, xhat, u, s, self.lag)
             if new.energy < pt.energy:
                 return new
         return None
@@ -364,10 +383,10 @@ class Stepper:
         slope = float(np.sum(g * d))
         if -slope <= 1e-11 * (abs(e0) + md.energy_scale):
             # E cannot resolve so small a decrease: Newton is in its quadratic range
-            return md.point(trial, x, xhat, u, s), 1.0
+            return md.point(trial, x, xhat, u, s, self.lag), 1.0
         alpha = 1.0
         while alpha > 1e-10:
-            new = md.point(trial, x, xhat, u, s)
+            new = md.point(trial, x, xhat, u, s, self.lag)
             if new.energy <= e0 + 1e-4 * alpha * slope:
                 if alpha < 1.0 and not fresh:  # the lagged factorization no longer models E well
                     self.factor = None
@@ -389,7 +408,7 @@ class Stepper:
         while alpha < EXPAND_MAX:
             trial = pt.y.copy()
             trial[md.free] += 2 * alpha * d
-            new = md.point(trial, x, xhat, u, s)
+            new = md.point(trial, x, xhat, u, s, self.lag)
             if not new.energy < best.energy:
                 break
             best, alpha = new, 2 * alpha

@@ -57,7 +57,8 @@ def spring_factors(verts, tris, tension_edges, area=None):
     order = tension_edges[:, 0] * len(verts) + tension_edges[:, 1]
     share = np.bincount(np.searchsorted(order, key), weights=np.tile(area / 3.0, 3), minlength=len(order))
     length2 = np.sum((verts[tension_edges[:, 0]] - verts[tension_edges[:, 1]]) ** 2, axis=1)
-    return SHEET * share / length2
+    with np.errstate(divide="ignore", invalid="ignore"):  # a zero-length edge: Cloth names it
+        return SHEET * share / length2
 
 
 # Blender's cloth presets, in physical units. Density and bending from textile measurements of

@@ -90,6 +90,43 @@ class GlobalStiffness(Param):
         return {k: float(np.exp(t)) for k, t in zip(self.kinds, theta)}
 
 
+class Friction(Param):
+    """The friction coefficient μ of colliders: of the one at `collider` (its index in
+    Scene.colliders), or of all of them together (None: one μ for every collider with friction).
+    θ = μ, bounded below by 0."""
+
+    name = "friction"
+    overwrites = ("friction",)
+
+    def __init__(self, collider=None, bounds=(0.0, None)):
+        super().__init__(bounds)
+        self.collider = collider
+
+    def _which(self, scene):
+        if self.collider is None:
+            which = [i for i, c in enumerate(scene.colliders) if c.friction > 0] or list(range(len(scene.colliders)))
+        elif not 0 <= self.collider < len(scene.colliders):
+            raise ValueError(f"friction: the scene has {len(scene.colliders)} colliders, no collider {self.collider}")
+        else:
+            which = [self.collider]
+        if not which:
+            raise ValueError("friction: the scene has no colliders")
+        return which
+
+    def initial(self, scene):
+        return np.array([np.mean([scene.colliders[i].friction for i in self._which(scene)])])
+
+    def apply(self, theta, design, scene):
+        design["friction"] = design["friction"].copy()
+        design["friction"][self._which(scene)] = theta[0]
+
+    def pullback(self, theta, grad, design, scene):
+        return np.array([float(np.sum(grad.friction[self._which(scene)]))])
+
+    def describe(self, theta):
+        return {"friction": float(theta[0])}
+
+
 class SpringStiffness(Param):
     """One stiffness per element of a kind: "tension" (per tension spring) or "bending" (per hinge
     or bending spring): θ = log k, or θ = k with log=False. The linear scale moves every spring by
@@ -441,6 +478,7 @@ _BY_NAME = {
     "forces": ControlForces,
     "keyed_forces": KeyedForces,
     "wind": Wind,
+    "friction": Friction,
 }
 
 
@@ -481,7 +519,7 @@ class Design:
         sc = self.base
         design = {"k_tension": sc.cloth.k_tension, "k_bending": sc.cloth.k_bending, "x0": sc.x0.copy(),
                   "v0": sc.v0, "forces": np.zeros((sc.steps, sc.cloth.n, 3)) if sc.forces is None else sc.forces,
-                  "pin_path": sc.pin_path}
+                  "pin_path": sc.pin_path, "friction": np.array([c.friction for c in sc.colliders])}
         for p, sl in zip(self.params, self.slices):
             p.apply(theta[sl], design, sc)
         return design
@@ -490,7 +528,10 @@ class Design:
         d = self.fields(theta) if design is None else design
         cloth = self.base.cloth.replace(k_tension=d["k_tension"], k_bending=d["k_bending"])
         forces = None if self.base.forces is None and not np.any(d["forces"]) else d["forces"]
-        return self.base.replace(cloth=cloth, x0=d["x0"], v0=d["v0"], forces=forces, pin_path=d["pin_path"])
+        colliders = [c if c.friction == mu else c.replace(friction=max(float(mu), 0.0))
+                     for c, mu in zip(self.base.colliders, d["friction"])]
+        return self.base.replace(cloth=cloth, x0=d["x0"], v0=d["v0"], forces=forces, pin_path=d["pin_path"],
+                                 colliders=colliders)
 
     def pullback(self, theta, grad, design):
         return np.concatenate([p.pullback(theta[sl], grad, design, self.base)

@@ -21,7 +21,7 @@ from .scene import at_step
 from .threads import one_blas_thread
 from .timing import timed
 
-FIELDS = ("k_tension", "k_bending", "x0", "v0", "forces", "damping", "contact_stiffness", "pin_path")
+FIELDS = ("k_tension", "k_bending", "x0", "v0", "forces", "damping", "contact_stiffness", "friction", "pin_path")
 
 
 class Tangent:
@@ -40,7 +40,7 @@ def _direction(scene, direction):
         raise ValueError(f"unknown design field(s) {', '.join(sorted(unknown))}; expected some of {', '.join(FIELDS)}")
     n, cloth = scene.cloth.n, scene.cloth
     shapes = dict(k_tension=(cloth.n_tension,), k_bending=(cloth.n_bending,), x0=(n, 3), v0=(n, 3),
-                  forces=(scene.steps, n, 3), damping=(), contact_stiffness=(),
+                  forces=(scene.steps, n, 3), damping=(), contact_stiffness=(), friction=(len(scene.colliders),),
                   pin_path=(scene.steps + 1, len(cloth.pinned), 3))
     if direction.get("pin_path") is not None and scene.pin_path is None:
         raise ValueError("a pin_path direction needs a scene with a pin path (its pins sit at x0: use x0)")
@@ -68,7 +68,7 @@ def tangent(scene, traj, direction, lin=None):
         return d["x0"][pinned] if scene.pin_path is None else at_step(d["pin_path"], s, sub)
 
     moving_pins = bool(np.any(d["x0"][pinned] if scene.pin_path is None else d["pin_path"]))
-    stiffness = bool(np.any(d["k_tension"]) or np.any(d["k_bending"]) or d["contact_stiffness"])
+    stiffness = bool(np.any(d["k_tension"]) or np.any(d["k_bending"]) or d["contact_stiffness"] or np.any(d["friction"]))
     dxs, dvs = np.zeros((ns + 1, n, 3)), np.zeros((ns + 1, n, 3))
     dxs[0] = d["x0"]
     dxs[0, pinned] = pins_at(0)
@@ -82,13 +82,15 @@ def tangent(scene, traj, direction, lin=None):
             pinned_step[pinned] = pins_at(s + 1)
             push += potential.hess_vec(pt, pinned_step)
         if stiffness:
-            push += potential.design_tangent(pt, d["k_tension"], d["k_bending"], d["contact_stiffness"])
+            push += potential.design_tangent(pt, d["k_tension"], d["k_bending"], d["contact_stiffness"], d["friction"])
+        push += potential.lag_tangent(pt, dxs[s])
         push -= d["forces"][s // sub]
         if d["damping"]:
             push += d["damping"] * model.m[:, None] * traj.step_v[s + 1]
         rhs = (1 + h * model.c) * mf * dxs[s][free] + h * mf * dvs[s][free] - h * h * push[free]
-        if lin.linearized:
-            rhs += h * h * _own_matrix_change(lin, s, pt, dxs[s] + h * dvs[s], pinned_step if moving_pins else None,
+        if lin.linearized:  # x̂ = x + h·v + h²(g + u/m) moves with the control too
+            dxhat = dxs[s] + h * dvs[s] + h * h * d["forces"][s // sub] / model.m[:, None]
+            rhs += h * h * _own_matrix_change(lin, s, pt, dxhat, pinned_step if moving_pins else None,
                                               d if stiffness else None)[free]
         dxs[s + 1][free] = lin.solve(s, rhs.ravel()).reshape(-1, 3)
         dxs[s + 1][pinned] = pins_at(s + 1)

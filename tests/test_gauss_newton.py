@@ -35,7 +35,7 @@ def test_parameterization_jvps_match_finite_differences(params):
     plus, minus = design.fields(theta + eps * d), design.fields(theta - eps * d)
     for field, value in tangent.items():
         fd = (np.asarray(plus[field]) - np.asarray(minus[field])) / (2 * eps)
-        assert np.allclose(value, fd, rtol=1e-6, atol=1e-8 * max(np.abs(fd).max(), 1.0)), field
+        assert np.allclose(value, fd, rtol=1e-6, atol=1e-8 * max(np.abs(fd).max(initial=0.0), 1.0)), field
 
 
 @pytest.mark.parametrize("param", [dc.ControlForces(magnitude=0.3, smoothness=0.7), dc.Wind(magnitude=0.2, smoothness=2.0),

@@ -104,7 +104,9 @@ def test_component_matches_finite_difference(case, field, index, eps):
         pytest.skip("with a pin path the pins do not sit at x0; their gradient is grad.pin_path")
     tol = 1e-6 if kind in SMOOTH else 1e-4
     if field.startswith("k_"):
-        eps *= getattr(scene.cloth, field).mean()
+        # a linearized step's forward rounds its solves at 1e-15: a wider difference keeps that noise
+        # (×1/eps) below the tolerance, its smooth map keeps the truncation error far below it
+        eps *= getattr(scene.cloth, field).mean() * (20 if kind.startswith("linearized") else 1)
     numeric = central(scene, loss, field, index, eps)
     analytic = grad_entry(grad, field, index)
     assert abs(analytic - numeric) <= tol * max(abs(numeric), 1e-8), (analytic, numeric)

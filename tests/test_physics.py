@@ -1,6 +1,7 @@
 """The simulator checked by properties and residuals, not by golden trajectories."""
 
 import sys
+import types
 
 import numpy as np
 import pytest
@@ -74,14 +75,15 @@ def test_gradient_and_hessian_match_finite_differences(colliders, bending):
 def test_sphere_hessian_keeps_its_curvature_term():
     sphere = dc.Sphere((0.0, 0.0, 0.0), 0.5)
     x = np.array([[0.3, 0.2, 0.1], [0.0, 0.0, 0.45]])
-    c = Contact([sphere], x, 0, 100.0, 0.0)
+    scene = types.SimpleNamespace(colliders=[sphere], contact_thickness=0.0, contact_smoothing=0.0)
+    c = Contact(scene, x, 0, 100.0)
     eps = 1e-6
     for i in range(2):
         for a in range(3):
             e = np.zeros_like(x)
             e[i, a] = eps
-            gp = Contact([sphere], x + e, 0, 100.0, 0.0).grad[i]
-            gm = Contact([sphere], x - e, 0, 100.0, 0.0).grad[i]
+            gp = Contact(scene, x + e, 0, 100.0).grad[i]
+            gm = Contact(scene, x - e, 0, 100.0).grad[i]
             assert np.allclose(c.hess[i][:, a], (gp - gm) / (2 * eps), atol=1e-6)
     # inside the sphere the tangential curvature is negative; the projection drops it
     assert np.linalg.eigvalsh(c.hess[0]).min() < 0
@@ -145,8 +147,7 @@ def forces(scene, x, v, step):
         for idx, grad, _ in hinge_terms(cloth, x):
             f[idx] -= grad
     f += cloth.masses[:, None] * (scene.gravity - cloth.damping * v)
-    c = Contact(scene.colliders, x, (step + 1) / scene.substeps, scene.contact_stiffness * cloth.masses,
-                scene.contact_thickness)
+    c = Contact(scene, x, (step + 1) / scene.substeps, scene.contact_stiffness * cloth.masses)
     np.add.at(f, c.active, -c.grad)
     if scene.forces is not None:
         f += scene.forces[step // scene.substeps]
@@ -284,7 +285,7 @@ def test_energy_never_grows_without_control(bending):
 
     def energy(x, v):
         length = np.linalg.norm(x[e[:, 0]] - x[e[:, 1]], axis=1)
-        c = Contact(scene.colliders, x, 0, scene.contact_stiffness * cloth.masses, 0.0)
+        c = Contact(scene, x, 0, scene.contact_stiffness * cloth.masses)
         hinges = sum(eh for _, _, eh in hinge_terms(cloth, x)) if bending == "hinge" else 0.0
         return (0.5 * np.sum(cloth.masses[:, None] * v * v) + 0.5 * np.sum(cloth.stiffness * (length - cloth.rest_lengths) ** 2)
                 - np.sum(cloth.masses[:, None] * scene.gravity * x) + c.energy + hinges)

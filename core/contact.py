@@ -1,0 +1,274 @@
+"""Contact with colliders of every kind: penalty on the signed distance, and smooth Coulomb friction.
+
+One mechanism for all colliders (core.colliders answers the distance queries):
+
+- `StepLag`, made once per integrator step from its start state (x_s, v_s): each collider's
+  per-step data (a mesh's tangent planes) and the friction contacts, whose normal force λ,
+  normal n and anchor are lagged from the step's start (Li et al. 2020, Incremental Potential
+  Contact §5). Everything in it is a function of x_s, and the adjoint differentiates it
+  (`Contact.lag_gradient`, `Friction.lag_gradient`).
+- `Contact` at positions y: the penalty E(d) per vertex and collider (see penalty).
+- `Friction` at positions y: μ·λ·f₀(‖P(y − x_s − m)‖) per friction contact, P = I − nnᵀ the
+  tangent projector, m the surface's own motion over the step, f₀ the C² mollifier that is
+  quadratic below a slip of ε_v·h and linear above: Coulomb's force μλ while sliding, a stiff
+  spring while sticking (a held cloth creeps at most at ε_v). The force is a potential's
+  gradient, so Newton's matrix stays symmetric and the step still minimizes one energy.
+"""
+
+import numpy as np
+
+from .colliders import MeshCollider
+
+# m/s: the slip speed below which friction acts as a spring (static friction creeps at most this fast)
+FRICTION_EPS_V = 1e-3
+
+
+def penalty(d, k, delta):
+    """Contact energy per unit of its stiffness k at depth −d (d < 0) and its first three
+    derivatives in d. Quadratic, ½k·d², when delta = 0; else its curvature rises smoothly (a
+    smoothstep) over the first delta of depth and the energy is C³: a linearized step's
+    matrix, and so the step, then change smoothly as a vertex enters contact."""
+    if delta == 0.0:
+        return 0.5 * k * d * d, k * d, k, np.zeros_like(d)
+    s = np.minimum(-d / delta, 1.0)
+    deep = -d > delta
+    e = k * delta ** 2 * np.where(deep, 0.5 * (d / delta) ** 2 + 0.5 * d / delta + 0.15, s ** 4 / 4 - s ** 5 / 10)
+    e1 = k * np.where(deep, d + 0.5 * delta, -delta * (s ** 3 - s ** 4 / 2))
+    e2 = k * (3 * s ** 2 - 2 * s ** 3)
+    e3 = -k * 6 * s * (1 - s) / delta
+    return e, e1, e2, e3
+
+
+def thickness_of(col, scene):
+    return col.kept_distance(scene.contact_thickness)
+
+
+def _dot(a, b):
+    return np.einsum("ij,ij->i", a, b)
+
+
+def _mv(m, v):
+    return np.einsum("aij,aj->ai", m, v)
+
+
+class StepLag:
+    """What a step's contact terms take from its start state x, v (step s → s+1): each collider's
+    own step data (`planes`: a mesh's Planes, else None) and the lagged friction contacts."""
+
+    def __init__(self, potential, x, v, s):
+        sc = potential.scene
+        sub, h = sc.substeps, sc.h
+        t0, t1 = s / sub, (s + 1) / sub
+        self.planes = [col.begin_step(x, v, t0, t1, h, thickness_of(col, sc)) for col in sc.colliders]
+        self.friction = [None] * len(sc.colliders)
+        free = np.zeros(len(x), bool)
+        free[potential.free] = True
+        for c, col in enumerate(sc.colliders):
+            if col.friction == 0.0 or sc.solver == "linearized":  # that clamps friction instead
+                continue
+            # the normal force at the step's start (a mesh: its planes; else the collider then)
+            d, n, curvature = col.distance(x, t1 if self.planes[c] is not None else t0, self.planes[c])
+            on = np.flatnonzero((d - thickness_of(col, sc) < 0) & free)
+            if not len(on):
+                continue
+            _, e1, e2, _ = penalty(d[on] - thickness_of(col, sc), potential.contact_k[on], sc.contact_smoothing)
+            curv = np.zeros((len(on), 3, 3)) if curvature is None else curvature(on)
+            if self.planes[c] is not None:  # a mesh's normals vary with x only through its planes
+                curv = self.planes[c].curv[[self.planes[c].slot[int(i)] for i in on]]
+            motion, jacobian = col.motion(x, t0, t1, self.planes[c])
+            self.friction[c] = Friction(on, np.array(n[on]), -e1, e2, curv, x[on] + motion[on], jacobian[on],
+                                        col.friction, FRICTION_EPS_V * h)
+
+    @staticmethod
+    def needed(scene):
+        """Whether a scene's steps need one (meshes or friction), else None serves."""
+        return any(col.friction > 0 or isinstance(col, MeshCollider) for col in scene.colliders)
+
+
+def project_out(potential, lag, y):
+    """After a linearized step: vertices that ended deeper into a mesh's contact zone than its
+    smoothing depth are moved back to it along their planes. One linear solve sees the contacts
+    of its start only; a vertex that a stiff cloth drags into a surface within the step would
+    otherwise end inside it (a 12×12 cotton patch dropped on a sphere mesh: 13 mm). Changes y in
+    place (these steps' gradients are not built)."""
+    sc = potential.scene
+    for c, col in enumerate(sc.colliders):
+        planes = lag.planes[c]
+        if planes is None or not len(planes.vertices):
+            continue
+        idx = planes.vertices
+        d = _dot(y[idx] - planes.q, planes.n) - thickness_of(col, sc)
+        deep = d < -sc.contact_smoothing
+        y[idx[deep]] += (-sc.contact_smoothing - d[deep])[:, None] * planes.n[deep]
+
+
+def clamp_friction(potential, lag, x, start, y, s):
+    """Coulomb friction after a linearized step that left it out (one linear solve cannot tell
+    stick from slip): each contact's slip over the step, relative to the surface, loses up to
+    μ·λ·h²/m, λ the normal force the step itself applied (the penalty linearized at its start
+    `start`), and sticks where that is all of it. Changes y in place."""
+    sc, h = potential.scene, potential.scene.h
+    t0, t1 = s / sc.substeps, (s + 1) / sc.substeps
+    free = np.zeros(len(y), bool)
+    free[potential.free] = True
+    for c, col in enumerate(sc.colliders):
+        if col.friction == 0.0:
+            continue
+        d, n, _ = col.distance(start, t1, lag.planes[c])
+        d = d - thickness_of(col, sc)
+        on = np.flatnonzero((d < 0) & free)
+        if not len(on):
+            continue
+        _, e1, e2, _ = penalty(d[on], potential.contact_k[on], sc.contact_smoothing)
+        lam = np.maximum(-(e1 + e2 * _dot(y[on] - start[on], n[on])), 0.0)
+        rel = y[on] - x[on] - col.motion(x, t0, t1, lag.planes[c])[0][on]
+        slip = rel - _dot(rel, n[on])[:, None] * n[on]
+        cap = col.friction * lam * h * h / potential.masses[on]
+        y[on] -= slip * np.minimum(cap / np.maximum(np.linalg.norm(slip, axis=1), 1e-300), 1.0)[:, None]
+
+
+class Contact:
+    """Penalty contact E(d) per vertex and collider (see penalty), d the signed distance minus
+    thickness and k the vertex's stiffness: the scene's contact stiffness per unit mass (1/s²)
+    times the vertex's mass, so a vertex sinks g/κ under its own weight at any resolution.
+
+    Per active contact: the vertex (`active`), the distance's gradient n (unit) and ∇n (`curv`,
+    zero for planes and a mesh's step planes), E′, E″, E‴ in d. grad (A,3) = E′·n; hess (A,3,3) the
+    exact E″·nnᵀ + E′·∇n; hess_psd E″·nnᵀ: inside a collider E′ < 0 and ∇n ≥ 0, so the curvature
+    term is the negative one, which projections drop. A mesh's contacts depend on the step's start
+    through their planes' normals: `lag_curv` (∇ₓₛn) and `anchor` (the planes' points).
+    """
+
+    def __init__(self, scene, x, t, stiffness, vertices=None, lag=None):
+        n = len(x)
+        self.energy = 0.0
+        idx, normals, curvs, derivs, lag_curvs, anchors = [], [], [], [], [], []
+        cand = np.zeros(n, bool)
+        cand[np.arange(n) if vertices is None else vertices] = True
+        kc = np.broadcast_to(np.asarray(stiffness, dtype=np.float64), (n,))
+        for c, col in enumerate(scene.colliders):
+            planes = None if lag is None else lag.planes[c]
+            d, nrm, curvature = col.distance(x, t, planes)
+            d = d - thickness_of(col, scene)
+            on = np.flatnonzero((d < 0) & cand)
+            if not len(on):
+                continue
+            e, e1, e2, e3 = penalty(d[on], kc[on], scene.contact_smoothing)
+            self.energy += float(e.sum())
+            idx.append(on)
+            normals.append(np.array(nrm[on]))
+            curvs.append(np.zeros((len(on), 3, 3)) if curvature is None else curvature(on))
+            derivs.append(np.stack([e1, e2, e3], axis=1))
+            if planes is not None:
+                slots = [planes.slot[int(i)] for i in on]
+                lag_curvs.append(planes.curv[slots])
+                anchors.append(planes.q[slots])
+            else:
+                lag_curvs.append(np.zeros((len(on), 3, 3)))
+                anchors.append(np.zeros((len(on), 3)))
+        if idx:
+            self.active = np.concatenate(idx)
+            self.n = np.concatenate(normals)
+            self.curv = np.concatenate(curvs)
+            self.e1, self.e2, self.e3 = np.concatenate(derivs).T
+            self.lag_curv, self.anchor = np.concatenate(lag_curvs), np.concatenate(anchors)
+        else:
+            self.active = np.zeros(0, np.int64)
+            self.n, self.anchor = np.zeros((0, 3)), np.zeros((0, 3))
+            self.curv = self.lag_curv = np.zeros((0, 3, 3))
+            self.e1 = self.e2 = self.e3 = np.zeros(0)
+        self.grad = self.e1[:, None] * self.n
+        self.hess_psd = self.e2[:, None, None] * self.n[:, :, None] * self.n[:, None, :]
+        self.hess = self.hess_psd + self.e1[:, None, None] * self.curv
+
+    def third(self, a, b):
+        """∇ₓ(aᵀ·H̃·b) per active contact (A,3), H̃ = E″·nnᵀ, for a, b at the active vertices."""
+        an, bn = _dot(a, self.n), _dot(b, self.n)
+        ka, kb = _mv(self.curv, a), _mv(self.curv, b)
+        return (self.e3 * an * bn)[:, None] * self.n + self.e2[:, None] * (an[:, None] * kb + bn[:, None] * ka)
+
+    def third_tangent(self, w, b):
+        """(∂H̃[w])·b per active contact (A,3)."""
+        wn, bn = _dot(w, self.n), _dot(b, self.n)
+        kw = _mv(self.curv, w)
+        return (self.e3 * wn * bn)[:, None] * self.n + self.e2[:, None] * (bn[:, None] * kw + _dot(kw, b)[:, None] * self.n)
+
+    def lag_gradient(self, y, a):
+        """∂(aᵀ·∇E)/∂xₛ per active contact (A,3), through a mesh's plane normals n(xₛ): with
+        d = (y − q)·n, ∂d/∂xₛ = ∇n·(y − q) (q slides along the feature, normal to n)."""
+        an = _dot(a, self.n)
+        return (self.e2 * an)[:, None] * _mv(self.lag_curv, y[self.active] - self.anchor) + self.e1[:, None] * _mv(
+            self.lag_curv, a)
+
+    def lag_tangent(self, y, dxs):
+        """(∂∇E/∂xₛ)·δxₛ per active contact (A,3), for δxₛ at the active vertices."""
+        dd = _dot(_mv(self.lag_curv, y[self.active] - self.anchor), dxs)
+        return (self.e2 * dd)[:, None] * self.n + self.e1[:, None] * _mv(self.lag_curv, dxs)
+
+
+def _mollifier(s, eps):
+    """f₀'s φ = f₁(s)/s and χ = φ′(s)·s for slips s (IPC's C² mollifier: f₀(s) = −s³/3ε² + s²/ε + ε/3
+    below ε, s above), and f₀(s)."""
+    small = s < eps
+    phi = np.where(small, 2 / eps - s / eps ** 2, 1 / np.maximum(s, 1e-300))
+    chi = np.where(small, -s / eps ** 2, -1 / np.maximum(s, 1e-300))
+    f0 = np.where(small, -s ** 3 / (3 * eps ** 2) + s ** 2 / eps + eps / 3, s)
+    return phi, chi, f0
+
+
+class Friction:
+    """Lagged Coulomb friction of one collider's contacts (see the module's docstring): vertices,
+    normals n (F,3), normal forces λ (F,), E″ there, ∇ₓₛn (F,3,3), anchors xₛ + m, ∂m/∂xₛ, μ and
+    the mollifier's slip ε = ε_v·h."""
+
+    def __init__(self, vertices, n, lam, e2, curv, anchor, motion_jacobian, mu, eps):
+        self.vertices, self.n, self.lam, self.e2, self.curv = vertices, n, lam, e2, curv
+        self.anchor, self.jm, self.mu, self.eps = anchor, motion_jacobian, mu, eps
+
+    def at(self, y):
+        """The terms at positions y: energy, gradient (F,3), Hessian (F,3,3, positive semidefinite)."""
+        rel = y[self.vertices] - self.anchor
+        w = rel - _dot(rel, self.n)[:, None] * self.n
+        s = np.linalg.norm(w, axis=1)
+        phi, chi, f0 = _mollifier(s, self.eps)
+        scale = self.mu * self.lam
+        hat = w / np.maximum(s, 1e-300)[:, None]
+        proj = np.eye(3) - self.n[:, :, None] * self.n[:, None, :]
+        hess = scale[:, None, None] * (phi[:, None, None] * proj + chi[:, None, None] * hat[:, :, None] * hat[:, None, :])
+        return FrictionState(self, rel, w, s, phi, chi, hat, float(np.dot(scale, f0)),
+                             (scale * phi)[:, None] * w, hess)
+
+
+class FrictionState:
+    """A Friction's terms at one set of positions, and their derivatives by the step's start."""
+
+    def __init__(self, friction, rel, w, s, phi, chi, hat, energy, grad, hess):
+        self.f, self.rel, self.w, self.s, self.phi, self.chi, self.hat = friction, rel, w, s, phi, chi, hat
+        self.energy, self.grad, self.hess = energy, grad, hess
+
+    def _dg_dw(self, a):
+        """∂(a·g)/∂w for g = μλφ(s)·w as a function of the vector w: μλ(φ·a + χ(a·ŵ)ŵ)."""
+        return (self.f.mu * self.f.lam)[:, None] * (self.phi[:, None] * a + (self.chi * _dot(a, self.hat))[:, None] * self.hat)
+
+    def lag_gradient(self, a):
+        """∂(a·∇D)/∂xₛ (F,3) for a at the contacts: through λ(xₛ), the anchor xₛ + m(xₛ) and n(xₛ)."""
+        f = self.f
+        g = self._dg_dw(a)
+        pg = g - _dot(g, f.n)[:, None] * f.n
+        out = -(f.mu * self.phi * _dot(a, self.w) * f.e2)[:, None] * f.n  # λ = −E′(dₛ): ∂λ = −E″·n
+        out -= pg + np.einsum("aji,aj->ai", f.jm, pg)  # the anchor
+        nr = _dot(f.n, self.rel)
+        out -= _mv(f.curv, nr[:, None] * g + _dot(g, f.n)[:, None] * self.rel)  # the normal
+        return out
+
+    def lag_tangent(self, dxs):
+        """(∂∇D/∂xₛ)·δxₛ (F,3) for δxₛ at the contacts."""
+        f = self.f
+        dlam = -f.e2 * _dot(f.n, dxs)
+        dn = _mv(f.curv, dxs)
+        nr = _dot(f.n, self.rel)
+        dw = -(dxs + _mv(f.jm, dxs))
+        dw = dw - _dot(dw, f.n)[:, None] * f.n - dn * nr[:, None] - f.n * _dot(dn, self.rel)[:, None]
+        scale = f.mu * f.lam
+        hw = scale[:, None] * (self.phi[:, None] * dw + (self.chi * _dot(self.hat, dw))[:, None] * self.hat)
+        return (f.mu * self.phi * dlam)[:, None] * self.w + hw
