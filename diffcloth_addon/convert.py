@@ -6,6 +6,7 @@ import numpy as np
 from bpy_extras import anim_utils
 
 from .. import core as dc
+from .colliders import FRICTION_SCALE, MeshReader, collision_objects
 
 BAKE_PREFIX = "DiffCloth_f"
 RESULT_KEY = "diffcloth_result"
@@ -383,7 +384,11 @@ def _check_start(core_scene, cloth_name, colliders, start):
     inside = dc.inside_at_start(core_scene.colliders, x0, tol)
     near = dc.inside_at_start(core_scene.colliders, x0, tol - thickness) if thickness > 0 else inside
     for obj, count, close in zip(colliders, inside, near):
-        kind = "plane" if obj.diffcloth.role == "PLANE" else "sphere"
+        kind = {"PLANE": "plane", "SPHERE": "sphere"}.get(obj.diffcloth.role, "mesh")
+        if count and kind == "mesh":
+            raise InputError(f"cloth '{cloth_name}' starts inside collider '{obj.name}' ({count} of {len(x0)} vertices "
+                             f"at frame {start}; it is Single Sided, so its faces' normals say what is inside): move "
+                             "the cloth out, or flip the collider's normals")
         if count and kind == "plane":
             raise InputError(f"cloth '{cloth_name}' starts behind plane collider '{obj.name}' ({count} of {len(x0)} "
                              f"vertices at frame {start}): a plane pushes along its normal (its local Z axis), which "
@@ -454,6 +459,7 @@ def gather(context, cloth_name=None, need_targets=True, use_active=True):
         if target_frames[t.name] and t.type != "MESH":
             raise InputError(f"target '{t.name}' is not a mesh")
     colliders = [o for o in scene.objects if o.diffcloth.role in ("SPHERE", "PLANE")]
+    meshes = collision_objects(scene, cloth_obj)
     warnings = []
     poses = {o.name: [] for o in colliders}
     pin_path, matrices, target_pos = [], [], {}
@@ -465,10 +471,12 @@ def gather(context, cloth_name=None, need_targets=True, use_active=True):
             depsgraph = context.evaluated_depsgraph_get()
             if not evaluated(cloth_obj, depsgraph):
                 raise InputError(not_evaluated_message("cloth", cloth_obj))
-            for o in [o for o in colliders if not evaluated(o, depsgraph)]:
-                warnings.append(f"collider '{o.name}' is disabled in viewports or in an excluded collection: "
-                                "ignored, as by Blender's own physics")
-                colliders.remove(o)
+            for group in (colliders, meshes):
+                for o in [o for o in group if not evaluated(o, depsgraph)]:
+                    warnings.append(f"collider '{o.name}' is disabled in viewports or in an excluded collection: "
+                                    "ignored, as by Blender's own physics")
+                    group.remove(o)
+            readers = [MeshReader(o, mesh_topology(o, depsgraph)[0], InputError) for o in meshes]
             for t in targets:
                 if target_frames[t.name] and not evaluated(t, depsgraph):
                     raise InputError(not_evaluated_message("target", t))
@@ -489,6 +497,8 @@ def gather(context, cloth_name=None, need_targets=True, use_active=True):
                     pin_path.append(to_world(local_co[pins], mw))
                 for o in colliders:
                     poses[o.name].append(collider_pose(o.evaluated_get(depsgraph), o.diffcloth.role, f))
+                for reader in readers:
+                    reader.read(to_world(*evaluated_coords(reader.obj, depsgraph)), f)
                 for t in targets:
                     if f not in target_frames[t.name]:
                         continue
@@ -512,14 +522,18 @@ def gather(context, cloth_name=None, need_targets=True, use_active=True):
     built = []
     for o in colliders:
         a, b = (_constant(np.array(p)) for p in zip(*poses[o.name]))
-        built.append(dc.Sphere(a, b) if o.diffcloth.role == "SPHERE" else dc.Plane(a, b))
+        mu = o.diffcloth.friction * FRICTION_SCALE
+        built.append(dc.Sphere(a, b, friction=mu) if o.diffcloth.role == "SPHERE" else dc.Plane(a, b, friction=mu))
+    for reader in readers:
+        built.append(reader.build())
+        warnings += reader.warnings
     pin_path = _constant(np.array(pin_path)) if len(pins) else None
     if pin_path is not None and pin_path.ndim == 2:
         pin_path = None  # static pins stay where the mesh has them
     core_scene = dc.Scene(cloth, steps=end - start, dt=frame_time(scene), substeps=cs.substeps,
                           colliders=built, contact_stiffness=cs.contact_stiffness, contact_thickness=cs.thickness,
                           pin_path=pin_path, solver=cs.solver.lower())
-    _check_start(core_scene, name, colliders, start)
+    _check_start(core_scene, name, colliders + meshes, start)
     loss = None
     if target_pos:
         loss, zero = _loss(targets, target_pos, start, context.evaluated_depsgraph_get, cloth.n)

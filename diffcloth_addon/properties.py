@@ -68,6 +68,10 @@ class DiffClothObjectSettings(bpy.types.PropertyGroup):
                                      default=1e5, min=1.0, soft_max=1e8)
     thickness: FloatProperty(name="Thickness", description="Distance kept from colliders", default=0.0,
                              min=0.0, unit="LENGTH")
+    # sphere and plane colliders
+    friction: FloatProperty(name="Friction", description="Friction of the cloth on this collider, as Blender's "
+                            "Collision Friction: the Coulomb coefficient × 100 (30: μ = 0.3)", default=5.0, min=0.0,
+                            soft_max=80.0)
     # target
     weight: FloatProperty(name="Weight", description="How much this target counts", default=1.0,
                           min=0.0)
@@ -139,7 +143,7 @@ CLASSES = (DiffClothObjectSettings, DiffClothSceneSettings, DiffClothRunState)
 
 def upgrade(objects):
     """Cloths of files saved before SETTINGS_VERSION keep what they were: springs, their old
-    defaults where left unset, the converged solver."""
+    defaults where left unset, the converged solver; their sphere and plane colliders no friction."""
     for obj in objects:
         s = obj.diffcloth
         if s.role == "CLOTH" and s.settings_version < SETTINGS_VERSION:
@@ -147,6 +151,8 @@ def upgrade(objects):
             for key, old in LEGACY_DEFAULTS.items():
                 if not s.is_property_set(key):
                     setattr(s, key, old)
+        elif s.role in ("SPHERE", "PLANE") and s.settings_version < SETTINGS_VERSION:
+            s.friction = 0.0  # they had none
         stamp(obj)
 
 

@@ -9,6 +9,7 @@ import numpy as np
 
 from .. import core as dc
 from . import convert
+from .colliders import collision_objects
 
 
 def _split(layout):
@@ -54,8 +55,12 @@ class DIFFCLOTH_PT_object(_Physics):
         layout.prop(s, "role")
         if s.role == "SPHERE":
             layout.label(text="Centre: object location; radius: farthest vertex (or empty size)", icon="INFO")
+            layout.prop(s, "friction")
         elif s.role == "PLANE":
             layout.label(text="Through the object's location, normal along its local Z", icon="INFO")
+            layout.prop(s, "friction")
+        elif s.role == "NONE" and context.object.type == "MESH" and context.object.collision is not None:
+            layout.label(text="Collides with DiffCloth cloth through its Collision physics", icon="INFO")
         elif s.role == "CLOTH" and context.object.type != "MESH":
             layout.label(text="Only a mesh can be cloth", icon="ERROR")
 
@@ -160,7 +165,11 @@ class DIFFCLOTH_PT_main(_Sidebar):
         col.label(text="Colliders", icon="MESH_UVSPHERE")
         for o in objs:
             if o.diffcloth.role in ("SPHERE", "PLANE"):
-                col.label(text=f"    {o.name} ({o.diffcloth.role.lower()})")
+                col.label(text=f"    {o.name} ({o.diffcloth.role.lower()}, friction {o.diffcloth.friction:g})")
+        for o in collision_objects(scene, cloth):
+            c = o.collision
+            col.label(text=f"    {o.name} (mesh, {sum(len(p.vertices) - 2 for p in o.data.polygons)} triangles, "
+                           f"friction {c.cloth_friction:g}{', single sided' if c.use_culling else ''})")
         col.label(text="Targets", icon="KEYFRAME")
         for o in objs:
             if o.diffcloth.role == "TARGET":

@@ -64,7 +64,7 @@ def sphere(location, radius, name="Sphere"):
     bpy.ops.mesh.primitive_uv_sphere_add(radius=radius, location=location, segments=32, ring_count=16)
     obj = bpy.context.active_object
     obj.name = name
-    obj.diffcloth.role = "SPHERE"
+    obj.diffcloth.role, obj.diffcloth.friction = "SPHERE", 0.0  # frictionless, as the thesis's
     return obj
 
 

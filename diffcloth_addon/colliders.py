@@ -1,0 +1,58 @@
+"""Blender's Collision physics as DiffCloth mesh colliders (main thread only).
+
+Every object with Collision physics (its modifier enabled in the viewport, Collision on) that has
+no DiffCloth role collides with the cloth: its evaluated mesh in world space at every frame
+(armature, shape keys, modifiers, object and parent animation all count), Thickness Outer as the
+distance kept, Single Sided as one-sidedness, and Friction as Blender's cloth collision reads it,
+μ = Friction × 0.01.
+"""
+
+import numpy as np
+
+from .. import core as dc
+
+# Blender's cloth collision: μ = Friction × 0.01 (`pdef_cfrict * 0.01f` in its collision response)
+FRICTION_SCALE = 0.01
+
+
+def collision_objects(scene, cloth_obj):
+    """The scene's Collision-physics meshes that collide with cloth_obj (the Sphere and Plane
+    roles collide as themselves, never twice)."""
+    return [o for o in scene.objects
+            if o.type == "MESH" and o is not cloth_obj and o.diffcloth.role == "NONE" and o.collision is not None
+            and o.collision.use and any(m.type == "COLLISION" and m.show_viewport for m in o.modifiers)]
+
+
+class MeshReader:
+    """One Collision object's triangles and its world vertices at each frame read."""
+
+    def __init__(self, obj, triangles, input_error):
+        self.obj, self.error = obj, input_error
+        self.tris, self.poses, self.warnings = triangles, [], []
+
+    def read(self, verts, frame):
+        if len(verts) != (len(self.poses[0]) if self.poses else len(verts)):
+            raise self.error(f"collider '{self.obj.name}': its vertex count changes from {len(self.poses[0])} to "
+                             f"{len(verts)} at frame {frame} (a modifier such as Remesh or Boolean?): apply it first")
+        if not np.isfinite(verts).all():
+            raise self.error(f"collider '{self.obj.name}' has a NaN or infinite vertex at frame {frame}")
+        self.poses.append(verts)
+
+    def build(self):
+        """The core MeshCollider (degenerate faces left out, with a warning), or an InputError."""
+        if len(self.tris) == 0:
+            raise self.error(f"collider '{self.obj.name}' has no faces: give it faces or remove its Collision physics")
+        poses = np.array(self.poses)
+        rest = poses[0]
+        corners = rest[self.tris]
+        area2 = np.linalg.norm(np.cross(corners[:, 1] - corners[:, 0], corners[:, 2] - corners[:, 0]), axis=1)
+        good = area2 > 1e-12 * max(float(np.ptp(rest, axis=0).max()), 1e-300) ** 2
+        if not good.any():
+            raise self.error(f"collider '{self.obj.name}': every face is degenerate (zero area)")
+        if not good.all():
+            self.warnings.append(f"collider '{self.obj.name}': {int((~good).sum())} degenerate face(s) of zero area "
+                                 "left out")
+        settings = self.obj.collision
+        still = np.allclose(poses, rest, rtol=0, atol=1e-9)
+        return dc.MeshCollider(rest if still else poses, self.tris[good], thickness=settings.thickness_outer,
+                               friction=settings.cloth_friction * FRICTION_SCALE, one_sided=settings.use_culling)

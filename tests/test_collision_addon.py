@@ -1,0 +1,145 @@
+"""Blender's Collision physics as DiffCloth colliders, through the add-on in the real Blender."""
+
+import math
+
+import numpy as np
+import pytest
+
+bpy = pytest.importorskip("bpy")
+
+from test_addon import evaluated, grid_cloth, ops_report  # noqa: E402
+from test_careless_input import refused  # noqa: E402
+
+
+def convert():
+    from diffcloth.diffcloth_addon import convert as c
+    return c
+
+
+def table(size=0.3, height=-0.2, friction=50.0, single_sided=True, thickness=0.005, depth=0.02):
+    """A box (a table top, or a whole block of table with depth) with Collision physics."""
+    bpy.ops.mesh.primitive_cube_add(size=1.0, location=(0.0, 0.0, height - depth / 2))
+    top = bpy.context.active_object
+    top.name = "Table"
+    top.scale = (size, size, depth)
+    top.modifiers.new("Collision", "COLLISION")
+    top.collision.cloth_friction, top.collision.use_culling = friction, single_sided
+    top.collision.thickness_outer = thickness
+    return top
+
+
+def test_collision_physics_makes_a_mesh_collider_with_blenders_settings(blank):
+    from diffcloth import core
+    grid_cloth(fabric=True, pins=False)
+    top = table(friction=30.0, single_sided=False, thickness=0.01)
+    sc = convert().gather(blank, need_targets=False).scene
+    [mesh] = sc.colliders
+    assert isinstance(mesh, core.MeshCollider) and len(mesh.tris) == 12
+    assert mesh.friction == pytest.approx(0.3) and mesh.thickness == pytest.approx(0.01) and not mesh.one_sided
+    corners = np.array([top.matrix_world @ v.co for v in top.data.vertices])
+    assert np.allclose(mesh.vertices, corners, atol=1e-6)
+    top.diffcloth.role = "SPHERE"  # a role wins: one collider, the analytic one
+    top.location.z -= 1.0
+    sc = convert().gather(blank, need_targets=False).scene
+    assert len(sc.colliders) == 1 and isinstance(sc.colliders[0], core.Sphere)
+
+
+def test_a_cloth_falls_onto_a_table_and_hangs_over_its_edges(blank):
+    scene = blank.scene
+    scene.frame_start, scene.frame_end = 1, 16
+    cloth = grid_cloth(fabric=True, pins=False, n=10, size=0.5)
+    table(size=0.3, depth=0.4)
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    scene.frame_set(16)
+    x = evaluated(cloth)
+    on_top = (np.abs(x[:, 0]) < 0.14) & (np.abs(x[:, 1]) < 0.14)
+    assert on_top.any() and (x[on_top, 2] > -0.2).all()  # held by the top, nothing inside the table
+    assert x[~on_top, 2].min() < -0.25  # the rest hangs over the edges
+
+
+def test_an_animated_collider_is_read_at_every_frame(blank):
+    scene = blank.scene
+    scene.frame_start, scene.frame_end = 1, 5
+    grid_cloth(fabric=True, pins=False)
+    top = table()
+    top.keyframe_insert("location", frame=1)
+    top.location.x += 0.4
+    top.keyframe_insert("location", frame=5)
+    mesh = convert().gather(blank, need_targets=False).scene.colliders[0]
+    assert mesh.vertices.shape == (5, 8, 3)
+    assert np.allclose(mesh.vertices[-1] - mesh.vertices[0], [0.4, 0.0, 0.0], atol=1e-6)
+
+
+def test_a_deforming_collider_is_read_with_its_shape_keys(blank):
+    scene = blank.scene
+    scene.frame_start, scene.frame_end = 1, 3
+    grid_cloth(fabric=True, pins=False)
+    top = table()
+    top.shape_key_add(name="Basis")
+    lift = top.shape_key_add(name="Lift")
+    for p in lift.data:
+        p.co.z += 1.0  # ×0.02 scale: 2 cm
+    lift.value = 0.0
+    lift.keyframe_insert("value", frame=1)
+    lift.value = 1.0
+    lift.keyframe_insert("value", frame=3)
+    mesh = convert().gather(blank, need_targets=False).scene.colliders[0]
+    assert mesh.vertices.shape == (3, 8, 3)
+    assert np.allclose(mesh.vertices[2, :, 2] - mesh.vertices[0, :, 2], 0.02, atol=1e-6)
+
+
+def test_bad_collision_objects_are_named(blank):
+    scene = blank.scene
+    scene.frame_start, scene.frame_end = 1, 4
+    grid_cloth(fabric=True, pins=False)
+    top = table()
+    remesh = top.modifiers.new("Subdivide later", "SUBSURF")
+    remesh.levels = 0
+    remesh.keyframe_insert("levels", frame=1)
+    remesh.levels = 1
+    remesh.keyframe_insert("levels", frame=3)
+    top.modifiers.move(1, 0)  # before the Collision modifier
+    refused(blank, bpy.ops.diffcloth.simulate, "collider 'Table': its vertex count changes from 8 to")
+    top.modifiers.remove(top.modifiers["Subdivide later"])
+    bpy.ops.object.select_all(action="DESELECT")
+    flat = bpy.data.meshes.new("Edges")
+    flat.from_pydata([(0, 0, -1), (1, 0, -1)], [(0, 1)], [])
+    wire = bpy.data.objects.new("Wire", flat)
+    blank.collection.objects.link(wire)
+    wire.modifiers.new("Collision", "COLLISION")
+    refused(blank, bpy.ops.diffcloth.simulate, "collider 'Wire' has no faces")
+
+
+def test_a_cloth_inside_a_single_sided_collider_is_named(blank):
+    grid_cloth(fabric=True, pins=False)
+    table(size=1.0, height=0.005)  # the cloth lies in the box's top
+    refused(blank, bpy.ops.diffcloth.simulate, "cloth 'Cloth' starts inside collider 'Table'")
+
+
+@pytest.mark.parametrize("friction,slides", [(70.0, False), (30.0, True)])
+def test_friction_on_a_slope_as_blenders_setting_reads(blank, friction, slides):
+    """A patch on a 30° Collision-physics slope: Blender's Friction 70 (μ 0.7) holds it, 30 slides
+    at g·(sin 30° − 0.3·cos 30°)."""
+    scene = blank.scene
+    scene.render.fps = 24
+    scene.frame_start, scene.frame_end = 1, 49
+    bpy.ops.mesh.primitive_plane_add(size=40.0, rotation=(math.radians(30), 0, 0))
+    slope = bpy.context.active_object
+    slope.modifiers.new("Collision", "COLLISION")
+    slope.collision.cloth_friction, slope.collision.thickness_outer = friction, 0.005
+    cloth = grid_cloth(fabric=True, pins=False, n=6, size=0.1)
+    cloth.rotation_euler = (math.radians(30), 0, 0)
+    cloth.location = np.array(slope.matrix_world.to_3x3().col[2]) * 0.0055
+    cloth.diffcloth.damping = 0.0
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    downhill = np.array([0, -math.cos(math.radians(30)), -math.sin(math.radians(30))])
+    centre = []
+    for f in range(1, 50):
+        scene.frame_set(f)
+        centre.append(evaluated(cloth).mean(axis=0) @ downhill)
+    t = np.arange(49) / 24
+    if slides:
+        acceleration = np.polyfit(t[12:], np.gradient(centre, t)[12:], 1)[0]
+        assert acceleration == pytest.approx(9.81 * (0.5 - 0.3 * math.cos(math.radians(30))), rel=0.05)
+    else:
+        assert abs(centre[-1] - centre[12]) < 0.01
