@@ -60,6 +60,7 @@ def edits(pins, pose):
     """The two keys' edits, {frame: x ↦ posed x}: the copy turned 25° about the vertical through
     its centroid (frame 24) and shifted 15 cm in x (frame 48), as a whole or faded out near the
     pinned vertices (indices pins)."""
+
     def kept(edit):
         if pose == "whole":
             return edit
@@ -69,7 +70,9 @@ def edits(pins, pose):
             w = np.clip(near, 0.0, 1.0)
             w = w * w * (3 - 2 * w)  # smoothstep: Blender's smooth falloff
             return x + w[:, None] * (edit(x) - x)
+
         return faded
+
     return {24: kept(lambda x: turned(x, 25.0)), 48: kept(lambda x: x + [0.15, 0.0, 0.0])}
 
 
@@ -84,18 +87,28 @@ def scene(side):
         cloth = dc.Cloth(verts, tris, mass=0.5, k_tension=20.0, damping=0.5, pinned=[top[0], top[-1]])
     else:
         cloth = dc.FABRICS["cotton"].cloth(verts, tris, pinned=[top[0], top[-1]])
-    return dc.Scene(cloth, steps=FRAMES, dt=1 / FPS, solver="newton" if SPRINGS else "linearized",
-                    colliders=[dc.Sphere((0.0, -0.35, -0.55), 0.25), dc.Plane((0, 0, -1.0), (0, 0, 1))])
+    return dc.Scene(
+        cloth,
+        steps=FRAMES,
+        dt=1 / FPS,
+        solver="newton" if SPRINGS else "linearized",
+        colliders=[dc.Sphere((0.0, -0.35, -0.55), 0.25), dc.Plane((0, 0, -1.0), (0, 0, 1))],
+    )
 
 
 def default_settings():
     """The add-on's Control Forces defaults: key spacing, the two costs' weights, Move Pins."""
     import bpy
+
     ext.register()
     try:
         s = bpy.context.scene.diffcloth
-        return dict(every=s.force_key_spacing, magnitude=dc.weight_for_distance(s.force_strength),
-                    smoothness=dc.weight_for_distance(s.force_change), move_pins=s.force_move_pins)
+        return dict(
+            every=s.force_key_spacing,
+            magnitude=dc.weight_for_distance(s.force_strength),
+            smoothness=dc.weight_for_distance(s.force_change),
+            move_pins=s.force_move_pins,
+        )
     finally:
         ext.unregister()
 
@@ -112,38 +125,63 @@ def core_case(side, max_iter, controls, method, pose, within):
     # started from that simulation's motion, as the add-on's Optimize after Simulate & Bake, with
     # the add-on's converged steps
     sc = sc.replace(solver="newton")
-    result = dc.optimize(sc, loss, [dc.KeyedForces(**keyed)], max_iter=max_iter, method=method,
-                         guess=baked.step_x, within=within)
+    result = dc.optimize(
+        sc, loss, [dc.KeyedForces(**keyed)], max_iter=max_iter, method=method, guess=baked.step_x, within=within
+    )
     wall = time.perf_counter() - t0
     traj = result.trajectory  # the optimized motion (one branch where the cloth buckles)
     scratch = loss.distances(dc.simulate(result.scene).x)  # the design simulated from scratch
     name = f"{side}x{side} core {result.method}, {pose} poses{'' if controls['move_pins'] else ', fixed pins'}"
-    out = report(name, side, loss.distances(traj.x), len(result.history),
-                 result.reason, result.scene.max_control_acceleration(), wall)
-    (sims, forward_s), (adjoints, adjoint_s), (tangents, tangent_s) = (result.passes[k] for k in
-                                                                         ("forward", "adjoint", "tangent"))
-    out.update(normalized_loss=round(result.normalized_loss, 4), evaluations=sims,
-               evaluations_per_iteration=round(sims / max(len(result.history), 1), 2), adjoints=adjoints,
-               tangents=tangents, forward_s=round(forward_s, 1), adjoint_s=round(adjoint_s, 1),
-               tangent_s=round(tangent_s, 1), optimizer_s=round(wall - forward_s - adjoint_s - tangent_s, 1),
-               forward_equivalents=round((forward_s + adjoint_s + tangent_s) / forward, 1),
-               from_scratch_mean_mm={f: round(d[0] * 1e3, 1) for f, d in scratch.items()})
+    out = report(
+        name,
+        side,
+        loss.distances(traj.x),
+        len(result.history),
+        result.reason,
+        result.scene.max_control_acceleration(),
+        wall,
+    )
+    (sims, forward_s), (adjoints, adjoint_s), (tangents, tangent_s) = (
+        result.passes[k] for k in ("forward", "adjoint", "tangent")
+    )
+    out.update(
+        normalized_loss=round(result.normalized_loss, 4),
+        evaluations=sims,
+        evaluations_per_iteration=round(sims / max(len(result.history), 1), 2),
+        adjoints=adjoints,
+        tangents=tangents,
+        forward_s=round(forward_s, 1),
+        adjoint_s=round(adjoint_s, 1),
+        tangent_s=round(tangent_s, 1),
+        optimizer_s=round(wall - forward_s - adjoint_s - tangent_s, 1),
+        forward_equivalents=round((forward_s + adjoint_s + tangent_s) / forward, 1),
+        from_scratch_mean_mm={f: round(d[0] * 1e3, 1) for f, d in scratch.items()},
+    )
     return out
 
 
 def report(name, side, distances, iterations, reason, max_accel, wall):
-    out = dict(case=name, iterations=iterations, reason=reason, wall_s=round(wall, 1),
-               mean_mm={f: round(d[0] * 1e3, 1) for f, d in distances.items()},
-               largest_mm={f: round(d[1] * 1e3, 1) for f, d in distances.items()},
-               max_control_g=round(max_accel / G, 2))
-    out["meets"] = dict(within_1cm=all(d[0] <= 0.01 for d in distances.values()),
-                        within_2g=out["max_control_g"] <= 2.0, in_time=wall <= LIMIT_S.get(side, math.inf))
+    out = dict(
+        case=name,
+        iterations=iterations,
+        reason=reason,
+        wall_s=round(wall, 1),
+        mean_mm={f: round(d[0] * 1e3, 1) for f, d in distances.items()},
+        largest_mm={f: round(d[1] * 1e3, 1) for f, d in distances.items()},
+        max_control_g=round(max_accel / G, 2),
+    )
+    out["meets"] = dict(
+        within_1cm=all(d[0] <= 0.01 for d in distances.values()),
+        within_2g=out["max_control_g"] <= 2.0,
+        in_time=wall <= LIMIT_S.get(side, math.inf),
+    )
     return out
 
 
 def addon_case(side, max_iter, pose, move_pins, within):
     """The add-on's Optimize on targets made with New Target from Cloth, then edited by hand."""
     import bpy
+
     ext.register()
     try:
         bpy.ops.wm.read_factory_settings(use_empty=True)
@@ -182,8 +220,15 @@ def addon_case(side, max_iter, pose, move_pins, within):
         wall = time.perf_counter() - t0
         stored = cloth["diffcloth_result"]
         distances = {int(f): (v[2], v[3]) for f, v in stored["keyframes"].items()}
-        return report(f"{side}x{side} add-on, {pose} poses{'' if move_pins else ', fixed pins'}", side, distances, stored["iterations"], stored["reason"],
-                      stored["max_control_acceleration"], wall)
+        return report(
+            f"{side}x{side} add-on, {pose} poses{'' if move_pins else ', fixed pins'}",
+            side,
+            distances,
+            stored["iterations"],
+            stored["reason"],
+            stored["max_control_acceleration"],
+            wall,
+        )
     finally:
         ext.unregister()
 

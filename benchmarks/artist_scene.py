@@ -25,10 +25,9 @@ import numpy as np
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "scripts"))
 sys.path.insert(0, str(HERE))
+import bpy  # noqa: E402
 from blender_cloth import add_cloth_modifier, step_seconds, triangulated_grid  # noqa: E402
 from dev_extension import load_extension  # noqa: E402
-
-import bpy  # noqa: E402
 
 ext = load_extension()
 import diffcloth.core as dc  # noqa: E402
@@ -61,10 +60,10 @@ def blender_seconds(side):
             obj.modifiers.new("Collision", "COLLISION")
     copy = triangulated_grid(side, "Blender")
     s = bpy.data.objects["DiffCloth"].diffcloth
-    edge = np.mean([(copy.data.vertices[a].co - copy.data.vertices[b].co).length
-                    for a, b in (e.vertices for e in copy.data.edges)])
-    add_cloth_modifier(copy, FRAMES, 1.0 / FPS, s.tension,
-                       0.1 * (0.05 / edge) ** 2, s.mass)
+    edge = np.mean(
+        [(copy.data.vertices[a].co - copy.data.vertices[b].co).length for a, b in (e.vertices for e in copy.data.edges)]
+    )
+    add_cloth_modifier(copy, FRAMES, 1.0 / FPS, s.tension, 0.1 * (0.05 / edge) ** 2, s.mass)
     seconds = step_seconds(copy, FRAMES)
     bpy.data.objects.remove(copy)
     return seconds
@@ -87,12 +86,21 @@ def case(side, sphere, floor, repeats):
         grads.append(time.perf_counter() - t0)
     st = traj.stats
     f, b = statistics.median(ours), statistics.median(theirs)
-    return dict(mesh=f"{side}x{side}", sphere=sphere, floor=floor, frames=FRAMES, repeats=repeats,
-                diffcloth_s=round(f, 2), blender_s=round(b, 2), ratio=round(f / b, 2),
-                newton_per_step=round(float(st.iterations.mean()), 2), newton_max=int(st.iterations.max()),
-                factorizations_per_step=round(st.factorizations / sc.n_steps, 2),
-                all_converged=bool(st.converged.all()),
-                value_and_grad_over_forward=round(statistics.median(grads) / f, 2))
+    return dict(
+        mesh=f"{side}x{side}",
+        sphere=sphere,
+        floor=floor,
+        frames=FRAMES,
+        repeats=repeats,
+        diffcloth_s=round(f, 2),
+        blender_s=round(b, 2),
+        ratio=round(f / b, 2),
+        newton_per_step=round(float(st.iterations.mean()), 2),
+        newton_max=int(st.iterations.max()),
+        factorizations_per_step=round(st.factorizations / sc.n_steps, 2),
+        all_converged=bool(st.converged.all()),
+        value_and_grad_over_forward=round(statistics.median(grads) / f, 2),
+    )
 
 
 def main():

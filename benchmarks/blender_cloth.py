@@ -10,8 +10,8 @@ import time
 
 def triangulated_grid(n_side, name="Grid"):
     """An n_side×n_side grid of 1 m, triangulated, with its two +Y corners in a vertex group 'pin'."""
-    import bpy  # first: it sets up bmesh and mathutils
     import bmesh
+    import bpy  # first: it sets up bmesh and mathutils
 
     bpy.ops.mesh.primitive_grid_add(x_subdivisions=n_side - 1, y_subdivisions=n_side - 1, size=1.0)
     obj = bpy.context.active_object
@@ -77,8 +77,7 @@ def step_seconds(obj, frames):
     return seconds
 
 
-def blender_cloth_seconds(n_side, frames=100, dt=0.1, k_tension=20.0, k_bending=0.1, mass=0.5, sphere=False,
-                          quality=5):
+def blender_cloth_seconds(n_side, frames=100, dt=0.1, k_tension=20.0, k_bending=0.1, mass=0.5, sphere=False, quality=5):
     """Wall seconds Blender takes to step `frames` frames of an n_side×n_side cloth."""
     import bpy
 

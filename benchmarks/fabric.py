@@ -34,10 +34,9 @@ import numpy as np
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "scripts"))
 sys.path.insert(0, str(HERE))
+import bpy  # noqa: E402
 from blender_cloth import triangulated_grid  # noqa: E402
 from dev_extension import load_extension  # noqa: E402
-
-import bpy  # noqa: E402
 
 ext = load_extension()
 import diffcloth.core as dc  # noqa: E402
@@ -126,8 +125,10 @@ def artist_case(side, preset, contact, repeats, solver="LINEARIZED"):
     setup = convert.gather(bpy.context, "DiffCloth", need_targets=False)
     rest, edges = setup.scene.cloth.rest, setup.scene.cloth.tension_edges
     t_ours, t_blender, t_grad = [], [], []
+    # value_and_grad of Cotton: linearized steps with friction (the colliders' default) have none built
+    gradient = preset == "cotton" and (solver == "NEWTON" or not contact)
     for _ in range(repeats):
-        forward, traj, grad = ours(setup, gradient=preset == "cotton")
+        forward, traj, grad = ours(setup, gradient=gradient)
         t_ours.append(forward)
         if grad is not None:
             t_grad.append(grad)
@@ -138,14 +139,21 @@ def artist_case(side, preset, contact, repeats, solver="LINEARIZED"):
     st = traj.stats
     mine, theirs = strain_figures(traj.x[-1], rest, edges), strain_figures(x_blender, rest, edges)
     f, b = statistics.median(t_ours), statistics.median(t_blender)
-    out = dict(scene=f"{side}x{side}{' + sphere + floor' if contact else ''}", preset=preset, solver=solver.lower(),
-               repeats=repeats,
-               diffcloth_s=round(f, 2), blender_s=round(b, 2), ratio=round(f / b, 2), blender_quality=quality,
-               newton_per_step=round(float(st.iterations.mean()), 2),
-               factorizations_per_step=round(st.factorizations / setup.scene.n_steps, 2),
-               p95_strain_pct=[round(mine[0], 2), round(theirs[0], 2)],
-               max_strain_pct=[round(mine[1], 1), round(theirs[1], 1)],
-               lowest_m=[round(mine[2], 3), round(theirs[2], 3)])
+    out = dict(
+        scene=f"{side}x{side}{' + sphere + floor' if contact else ''}",
+        preset=preset,
+        solver=solver.lower(),
+        repeats=repeats,
+        diffcloth_s=round(f, 2),
+        blender_s=round(b, 2),
+        ratio=round(f / b, 2),
+        blender_quality=quality,
+        newton_per_step=round(float(st.iterations.mean()), 2),
+        factorizations_per_step=round(st.factorizations / setup.scene.n_steps, 2),
+        p95_strain_pct=[round(mine[0], 2), round(theirs[0], 2)],
+        max_strain_pct=[round(mine[1], 1), round(theirs[1], 1)],
+        lowest_m=[round(mine[2], 3), round(theirs[2], 3)],
+    )
     if t_grad:
         out["value_and_grad_over_forward"] = round(statistics.median(t_grad) / f, 2)
     return out
@@ -160,7 +168,9 @@ def garment(kind, seed=1):
     rows, cols, height = (74, 75, 1.1) if kind == "dress" else (36, 40, 0.55)
     t = np.linspace(0.0, 1.0, rows)
     if kind == "dress":
-        radius = 0.16 + 0.04 * np.cos(np.pi * np.clip(t / 0.45, 0, 1)) ** 2 + 0.25 * np.clip((t - 0.45) / 0.55, 0, 1) ** 1.5
+        radius = (
+            0.16 + 0.04 * np.cos(np.pi * np.clip(t / 0.45, 0, 1)) ** 2 + 0.25 * np.clip((t - 0.45) / 0.55, 0, 1) ** 1.5
+        )
     else:
         radius = 0.15 + 0.2 * t
     verts, index = [], {}
@@ -213,11 +223,19 @@ def garment_case(kind, presets):
             mine, finished = strain_figures(traj.x[-1], verts, edges), True
         except dc.SimulationError as err:
             forward, mine, finished = float("nan"), (float("nan"),) * 3, str(err)
-        rows.append(dict(garment=kind, vertices=len(verts), preset=preset, finished=finished,
-                         diffcloth_s=round(forward, 2), blender_defaults_s=round(seconds, 2),
-                         p95_strain_pct=[round(mine[0], 2), round(theirs[0], 2)],
-                         max_strain_pct=[round(mine[1], 1), round(theirs[1], 1)],
-                         lowest_m=[round(mine[2], 3), round(theirs[2], 3)]))
+        rows.append(
+            dict(
+                garment=kind,
+                vertices=len(verts),
+                preset=preset,
+                finished=finished,
+                diffcloth_s=round(forward, 2),
+                blender_defaults_s=round(seconds, 2),
+                p95_strain_pct=[round(mine[0], 2), round(theirs[0], 2)],
+                max_strain_pct=[round(mine[1], 1), round(theirs[1], 1)],
+                lowest_m=[round(mine[2], 3), round(theirs[2], 3)],
+            )
+        )
     return rows
 
 
@@ -227,13 +245,23 @@ def heap_case(preset):
     verts, tris = dc.grid(48, 48, 0.8)
     noise = 1e-3 * np.random.default_rng(0).normal(size=len(verts))
     verts = np.stack([verts[:, 0], noise, verts[:, 1] + 0.41], axis=1)
-    scene = dc.Scene(dc.FABRICS[preset].cloth(verts, tris), steps=FRAMES, dt=1 / FPS, solver="linearized",
-                     colliders=[dc.Plane((0, 0, 0), (0, 0, 1))])
+    scene = dc.Scene(
+        dc.FABRICS[preset].cloth(verts, tris),
+        steps=FRAMES,
+        dt=1 / FPS,
+        solver="linearized",
+        colliders=[dc.Plane((0, 0, 0), (0, 0, 1))],
+    )
     t0 = time.perf_counter()
     traj = dc.simulate(scene)
-    return dict(heap="48x48, 0.8 m, 1 cm above the floor", preset=preset, diffcloth_s=round(time.perf_counter() - t0, 2),
-                newton_per_step=float(traj.stats.iterations.mean()), highest_m=round(float(traj.x[-1][:, 2].max()), 3),
-                deepest_mm=round(float(-traj.x[-1][:, 2].min()) * 1e3, 1))
+    return dict(
+        heap="48x48, 0.8 m, 1 cm above the floor",
+        preset=preset,
+        diffcloth_s=round(time.perf_counter() - t0, 2),
+        newton_per_step=float(traj.stats.iterations.mean()),
+        highest_m=round(float(traj.x[-1][:, 2].max()), 3),
+        deepest_mm=round(float(-traj.x[-1][:, 2].min()) * 1e3, 1),
+    )
 
 
 def convergence():
@@ -244,8 +272,11 @@ def convergence():
         traj = ours(convert.gather(bpy.context, "DiffCloth", need_targets=False))[1]
         lowest[f"{side}x{side}"] = round(float(traj.x[-1][:, 2].min()), 4)
     values = list(lowest.values())
-    return dict(convergence="Cotton artist scene, lowest point at the last frame (m)", **lowest,
-                spread_pct=round(100 * (max(values) - min(values)) / abs(np.mean(values)), 2))
+    return dict(
+        convergence="Cotton artist scene, lowest point at the last frame (m)",
+        **lowest,
+        spread_pct=round(100 * (max(values) - min(values)) / abs(np.mean(values)), 2),
+    )
 
 
 def main():
@@ -254,6 +285,7 @@ def main():
     ap.add_argument("--presets", nargs="+", default=list(dc.FABRICS))
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--converged", action="store_true", help="Cotton with the converged solver too (Optimize's)")
+    ap.add_argument("--scenes", nargs="+", default=["alone", "contact"], choices=("alone", "contact"))
     ap.add_argument("--garments", action="store_true")
     ap.add_argument("--heap", action="store_true")
     ap.add_argument("--convergence", action="store_true")
@@ -262,7 +294,7 @@ def main():
     ext.register()
     try:
         for side in args.sizes:
-            for contact in (False, True):
+            for contact in [c == "contact" for c in args.scenes]:
                 for preset in args.presets:
                     print(json.dumps(artist_case(side, preset, contact, args.repeats)), flush=True)
                 if args.converged:

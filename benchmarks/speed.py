@@ -16,8 +16,6 @@ import statistics
 import sys
 import time
 
-import numpy as np
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
@@ -27,8 +25,9 @@ from core.integrator import Model  # noqa: E402
 
 def scene(n, sphere):
     verts, tris = dc.grid(n, n, size=1.0)
-    cloth = dc.Cloth(verts, tris, mass=0.5, k_tension=20.0, k_bending=0.1, pinned=[(n - 1) * n, n * n - 1],
-                     bending="springs")  # the thesis's model
+    cloth = dc.Cloth(
+        verts, tris, mass=0.5, k_tension=20.0, k_bending=0.1, pinned=[(n - 1) * n, n * n - 1], bending="springs"
+    )  # the thesis's model
     colliders = [dc.Sphere((0.0, 0.1, -0.45), 0.25)] if sphere else []
     return dc.Scene(cloth, steps=100, dt=0.1, colliders=colliders, contact_stiffness=8e5)
 
@@ -48,15 +47,24 @@ def forward(n, sphere, repeats, blender, substeps=1):
         if blender is not None:
             theirs.append(blender(n, frames=sc.steps, dt=sc.dt, sphere=sphere))
     st = traj.stats
-    out = dict(case="forward", vertices=f"{n}x{n}", sphere=sphere, frames=sc.steps, substeps=substeps,
-               repeats=repeats,
-               diffcloth_s=round(statistics.median(ours), 3),
-               newton_iterations_per_step=round(float(st.iterations.mean()), 2),
-               factorizations_per_step=round(st.factorizations / sc.n_steps, 2),
-               all_steps_converged=bool(st.converged.all()), solver=Model(sc).system.backend)
+    out = dict(
+        case="forward",
+        vertices=f"{n}x{n}",
+        sphere=sphere,
+        frames=sc.steps,
+        substeps=substeps,
+        repeats=repeats,
+        diffcloth_s=round(statistics.median(ours), 3),
+        newton_iterations_per_step=round(float(st.iterations.mean()), 2),
+        factorizations_per_step=round(st.factorizations / sc.n_steps, 2),
+        all_steps_converged=bool(st.converged.all()),
+        solver=Model(sc).system.backend,
+    )
     if theirs:
-        out.update(blender_s=round(statistics.median(theirs), 3),
-                   ratio=round(statistics.median(ours) / statistics.median(theirs), 2))
+        out.update(
+            blender_s=round(statistics.median(theirs), 3),
+            ratio=round(statistics.median(ours) / statistics.median(theirs), 2),
+        )
     return out
 
 
@@ -68,19 +76,31 @@ def gradient(n, repeats):
     for _ in range(repeats):
         t, traj = timed(lambda: dc.simulate(sc))
         fwd.append(t)
-        t, _ = timed(lambda: dc.value_and_grad(sc, loss, traj=traj))
+        t, _ = timed(lambda traj=traj: dc.value_and_grad(sc, loss, traj=traj))
         bwd.append(t)
     f, b = statistics.median(fwd), statistics.median(bwd)
     # design dimension: per-spring stiffness, x0, v0 and per-frame forces
     dim = sc.cloth.n_tension + sc.cloth.n_bending + 2 * 3 * sc.cloth.n + sc.steps * 3 * sc.cloth.n
     # one central-difference component = two simulations (measured on the global stiffness)
-    per_component, _ = timed(lambda: [dc.simulate(sc.replace(cloth=sc.cloth.replace(
-        k_tension=sc.cloth.k_tension * (1 + sign * 1e-6)))) for sign in (1, -1)])
-    return dict(case="gradient", vertices=f"{n}x{n}", frames=sc.steps, repeats=repeats,
-                forward_s=round(f, 3), backward_s=round(b, 3), backward_over_forward=round(b / f, 3),
-                design_dimension=dim, fd_seconds_per_component=round(per_component, 3),
-                fd_gradient_s_extrapolated=round(per_component * dim, 1),
-                speedup_over_fd_extrapolated=round(per_component * dim / (f + b), 1))
+    per_component, _ = timed(
+        lambda: [
+            dc.simulate(sc.replace(cloth=sc.cloth.replace(k_tension=sc.cloth.k_tension * (1 + sign * 1e-6))))
+            for sign in (1, -1)
+        ]
+    )
+    return dict(
+        case="gradient",
+        vertices=f"{n}x{n}",
+        frames=sc.steps,
+        repeats=repeats,
+        forward_s=round(f, 3),
+        backward_s=round(b, 3),
+        backward_over_forward=round(b / f, 3),
+        design_dimension=dim,
+        fd_seconds_per_component=round(per_component, 3),
+        fd_gradient_s_extrapolated=round(per_component * dim, 1),
+        speedup_over_fd_extrapolated=round(per_component * dim / (f + b), 1),
+    )
 
 
 def main():
@@ -93,8 +113,11 @@ def main():
     blender = None
     if not args.no_blender:
         from blender_cloth import blender_cloth_seconds as blender
-    cases = [(forward, (n, sphere, args.repeats if n < 128 else 1, blender), dict(case="forward", sphere=sphere))
-             for n in args.sizes for sphere in (False, True)]
+    cases = [
+        (forward, (n, sphere, args.repeats if n < 128 else 1, blender), dict(case="forward", sphere=sphere))
+        for n in args.sizes
+        for sphere in (False, True)
+    ]
     if not args.no_gradient:
         cases += [(gradient, (n, args.repeats), dict(case="gradient")) for n in args.sizes if n <= 64]
     for fn, fn_args, label in cases:

@@ -25,25 +25,35 @@ SPHERE = dc.Sphere((0.0, 0.1, -0.45), 0.25)
 
 def thesis_scene(k_tension=20.0, k_bending=0.1, sphere=False, steps=100, pinned=PINS, **kw):
     verts, tris = dc.grid(N, N, size=1.0)
-    cloth = dc.Cloth(verts, tris, mass=0.5, k_tension=k_tension, k_bending=k_bending, pinned=pinned,
-                     bending="springs")
+    cloth = dc.Cloth(verts, tris, mass=0.5, k_tension=k_tension, k_bending=k_bending, pinned=pinned, bending="springs")
     return dc.Scene(cloth, steps=steps, dt=0.1, colliders=[SPHERE] if sphere else [], contact_stiffness=8e5, **kw)
 
 
 def run(name, scene, loss, params, max_iter, **figures):
     t0 = time.perf_counter()
     seen = []
+
     def progress(info):
         seen.append(info["params"])
-        print(f"{name}: iteration {info['iteration']} normalized loss {info['normalized_loss']:.3e} "
-              f"{info['elapsed']:.0f} s", file=sys.stderr, flush=True)
+        print(
+            f"{name}: iteration {info['iteration']} normalized loss {info['normalized_loss']:.3e} "
+            f"{info['elapsed']:.0f} s",
+            file=sys.stderr,
+            flush=True,
+        )
 
     result = dc.optimize(scene, loss, params, max_iter=max_iter, callback=progress)
     result.seen_params = seen
-    out = dict(experiment=name, iterations=len(result.history), evaluations=result.evaluations,
-               initial_loss=result.initial_loss, final_loss=result.loss,
-               loss_reduction=result.initial_loss / max(result.loss, 1e-300), reason=result.reason,
-               wall_s=round(time.perf_counter() - t0, 2))
+    out = dict(
+        experiment=name,
+        iterations=len(result.history),
+        evaluations=result.evaluations,
+        initial_loss=result.initial_loss,
+        final_loss=result.loss,
+        loss_reduction=result.initial_loss / max(result.loss, 1e-300),
+        reason=result.reason,
+        wall_s=round(time.perf_counter() - t0, 2),
+    )
     return result, out
 
 
@@ -56,8 +66,13 @@ def stiffness(sphere=False, true=20.0, start=10.0, all_frames=False):
     result, out = run("stiffness_sphere" if sphere else "stiffness", scene, loss, ["k_tension"], 30)
     k = result.params["k_tension"]
     within = [i + 1 for i, p in enumerate(result.seen_params) if abs(p["k_tension"] - true) / true <= 1e-4]
-    out.update(true_k=true, start_k=start, k=k, rel_error=abs(k - true) / true,
-               first_iteration_within_1e_4=within[0] if within else None)
+    out.update(
+        true_k=true,
+        start_k=start,
+        k=k,
+        rel_error=abs(k - true) / true,
+        first_iteration_within_1e_4=within[0] if within else None,
+    )
     return out
 
 
@@ -73,9 +88,14 @@ def per_spring():
     params = [dc.SpringStiffness("tension", log=False), dc.SpringStiffness("bending", log=False)]
     result, out = run("per_spring", scene, loss, params, 100)
     k = result.params
-    out.update(parameters=int(len(result.theta)), target_loss_reduction=1e4,
-               k_tension_mean=float(k["k_tension"].mean()), k_tension_std=float(k["k_tension"].std()),
-               k_bending_mean=float(k["k_bending"].mean()), k_bending_std=float(k["k_bending"].std()))
+    out.update(
+        parameters=int(len(result.theta)),
+        target_loss_reduction=1e4,
+        k_tension_mean=float(k["k_tension"].mean()),
+        k_tension_std=float(k["k_tension"].std()),
+        k_bending_mean=float(k["k_bending"].mean()),
+        k_bending_std=float(k["k_bending"].std()),
+    )
     return out
 
 
@@ -105,10 +125,12 @@ def throw():
     scene = truth.replace(v0=0.0)
     result, out = run("throw", scene, loss, [dc.InitialVelocity(per_vertex=True)], 100)
     landed = dc.simulate(result.scene).x[steps]
-    out.update(parameters=int(len(result.theta)), target_loss_reduction=1e3,
-               target_on_sphere=int(np.sum(np.linalg.norm(traj.x[steps] - SPHERE.center, axis=1)
-                                           < SPHERE.radius + 0.02)),
-               mean_distance_m=float(np.linalg.norm(landed - traj.x[steps], axis=1).mean()))
+    out.update(
+        parameters=int(len(result.theta)),
+        target_loss_reduction=1e3,
+        target_on_sphere=int(np.sum(np.linalg.norm(traj.x[steps] - SPHERE.center, axis=1) < SPHERE.radius + 0.02)),
+        mean_distance_m=float(np.linalg.norm(landed - traj.x[steps], axis=1).mean()),
+    )
     return out
 
 
@@ -132,11 +154,15 @@ def keyframes():
     dist = {f: float(np.linalg.norm(final.x[f] - traj.x[f], axis=1).mean()) for f in (40, 80)}
     acc = result.theta.reshape(truth.steps, truth.cloth.n, 3)
     change = np.diff(acc, axis=0)
-    out.update(mean_distance_m=dist, stiffness_only_loss=stiff.loss,
-               stiffness_only_k=stiff.params["k_tension"], max_control_accel=float(np.abs(acc).max()),
-               max_frame_to_frame_change=float(np.abs(change).max()),
-               gust_max_frame_to_frame_change=float(np.abs(np.diff(gust, axis=0)).max()),
-               rms_change_over_rms_accel=float(np.sqrt(np.mean(change ** 2) / np.mean(acc ** 2))))
+    out.update(
+        mean_distance_m=dist,
+        stiffness_only_loss=stiff.loss,
+        stiffness_only_k=stiff.params["k_tension"],
+        max_control_accel=float(np.abs(acc).max()),
+        max_frame_to_frame_change=float(np.abs(change).max()),
+        gust_max_frame_to_frame_change=float(np.abs(np.diff(gust, axis=0)).max()),
+        rms_change_over_rms_accel=float(np.sqrt(np.mean(change**2) / np.mean(acc**2))),
+    )
     return out
 
 

@@ -34,8 +34,13 @@ def job(side):
     cloth = dc.Cloth(verts, tris, mass=0.5, k_tension=20.0, pinned=[top[0], top[-1]])
     scene = dc.Scene(cloth, steps=48, dt=1 / 24)
     target = verts + [0.0, 0.0, -0.3]
-    return {"kind": "optimize", "scene": scene, "loss": dc.KeyframeLoss({48: target}),
-            "params": ["k_tension"], "max_iter": 1000}
+    return {
+        "kind": "optimize",
+        "scene": scene,
+        "loss": dc.KeyframeLoss({48: target}),
+        "params": ["k_tension"],
+        "max_iter": 1000,
+    }
 
 
 def main_loop(seconds, busy):
@@ -70,8 +75,10 @@ def in_process(side, seconds):
 
 def figures(late):
     ms = 1e3 * late
-    return f"median {np.median(ms):6.2f} ms   p99 {np.percentile(ms, 99):7.2f} ms   worst {ms.max():7.2f} ms" \
-           f"   ({len(ms)} wake-ups)"
+    return (
+        f"median {np.median(ms):6.2f} ms   p99 {np.percentile(ms, 99):7.2f} ms   worst {ms.max():7.2f} ms"
+        f"   ({len(ms)} wake-ups)"
+    )
 
 
 def main():

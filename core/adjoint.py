@@ -12,10 +12,9 @@ forward's factorization from that step preconditions a CG solve, so the backward
 triangular solves per step. A `Linearization` of the trajectory holds those per-step states,
 matrices and solves; the tangent (forward-mode) pass of core.tangent shares it.
 
-A linearized step (Scene(solver="linearized")), x′ = x̂ − Ã⁻¹·h²∇E(x̂) with x̂ = x + h·v +
-h²(g + u/m) and Ã the projected matrix at x̂, has the same recursion with Ã in place of A, the
-states at x̂, the control acting through x̂ (dg/du = h²M⁻¹·dg/dx̂), and the derivative of Ã
-itself: with Δ = x′ − x̂ and T(α) = ∇ₓ(αᵀ·H̃·Δ) (Potential.third),
+A linearized step (Scene(solver="linearized")), x′ = x̂ − Ã⁻¹·h²∇E(x̂) with x̂ = x + h·v and Ã
+the projected matrix at x̂, has the same recursion with Ã in place of A, the states at x̂, and
+the derivative of Ã itself: with Δ = x′ − x̂ and T(α) = ∇ₓ(αᵀ·H̃·Δ) (Potential.third),
 
     ĝx_s = ∂g/∂x_s + ĝx_{s+1} − h·(∇²Φ·α + T(α))
     ĝv_s = ∂g/∂v_s + M·α + h²·(H̃·α − ∇²Φ·α − T(α))
@@ -64,8 +63,10 @@ class Linearization:
 
     def __init__(self, scene, traj, rtol=ADJOINT_RTOL, own_factors=False):
         if scene.solver == "linearized" and StepLag.needed(scene):
-            raise ValueError("gradients of linearized steps over mesh colliders or with friction are not built: "
-                             "simulate with solver='newton' (what optimization uses)")
+            raise ValueError(
+                "gradients of linearized steps over mesh colliders or with friction are not built: "
+                "simulate with solver='newton' (what optimization uses)"
+            )
         self.scene, self.traj, self.rtol = scene, traj, rtol
         self.model = Model(scene)
         self.fallback = None
@@ -103,8 +104,12 @@ class Linearization:
         else:
             pt = potential.at(self.traj.step_x[s + 1], s, lag)
             data = self.model.matrix(pt)
-        self._remember(self._kept, s, (pt, data),
-                       data.nbytes + sum(a.nbytes for a in vars(pt).values() if isinstance(a, np.ndarray)))
+        self._remember(
+            self._kept,
+            s,
+            (pt, data),
+            data.nbytes + sum(a.nbytes for a in vars(pt).values() if isinstance(a, np.ndarray)),
+        )
         return pt, data
 
     def _own_factor(self, s):
@@ -164,13 +169,17 @@ def backward(scene, traj, gx_frames, gv_frames, lin=None):
     h, sub, ns = model.h, scene.substeps, scene.n_steps
     free, pinned = model.free, model.pinned
     mf = model.mf[:, None]
-    xs, vs = traj.step_x, traj.step_v
+    vs = traj.step_v
 
     def partial(frames_arr, s):
         return frames_arr[s // sub] if s % sub == 0 else None
 
-    gdesign = dict(k_tension=np.zeros(scene.cloth.n_tension), k_bending=np.zeros(scene.cloth.n_bending),
-                   contact_stiffness=0.0, friction=np.zeros(len(scene.colliders)))
+    gdesign = dict(
+        k_tension=np.zeros(scene.cloth.n_tension),
+        k_bending=np.zeros(scene.cloth.n_bending),
+        contact_stiffness=0.0,
+        friction=np.zeros(len(scene.colliders)),
+    )
     gforces = np.zeros((scene.steps, scene.cloth.n, 3))
     gdamp = 0.0
     gpin = np.zeros((ns + 1, len(pinned), 3))  # dg/d(pinned positions) at every step
@@ -190,16 +199,13 @@ def backward(scene, traj, gx_frames, gv_frames, lin=None):
         if lin.linearized:  # the derivative of the step's own matrix Ã (see the module's docstring)
             delta = lin.delta(s)
             hess_alpha += model.potential.third(pt, alpha_full, delta)
-            projected = (model.system.matvec(lin.matrix(s), alpha.ravel()).reshape(-1, 3)
-                         - (1 + h * model.c) * mf * alpha) / (h * h)
+            projected = (
+                model.system.matvec(lin.matrix(s), alpha.ravel()).reshape(-1, 3) - (1 + h * model.c) * mf * alpha
+            ) / (h * h)
             extra_gv = h * h * (projected - hess_alpha[free])
             for field, g in model.potential.design_hess(pt, alpha_full, delta).items():
                 gdesign[field] -= h * g
-        if lin.linearized:  # the step starts at x̂ = x + h·v + h²(g + u/m): u acts through x̂
-            gforces[s // sub][free] += h * h / mf * (gx[free] + gv[free] / h - model.c * mf * alpha
-                                                      - h * hess_alpha[free])
-        else:
-            gforces[s // sub][free] += h * alpha
+        gforces[s // sub][free] += h * alpha
         gdamp -= h * float(np.sum(mf * alpha * vs[s + 1][free]))
         gpin[s + 1] -= h * hess_alpha[pinned]
         # step s's own partials, then the recursion

@@ -31,8 +31,7 @@ class Cloth:
     c (1/s): f = -c·m·v. pinned lists vertex indices whose positions are prescribed.
     """
 
-    def __init__(self, verts, faces, mass=0.5, k_tension=20.0, k_bending=None, damping=0.0, pinned=(),
-                 bending="hinge"):
+    def __init__(self, verts, faces, mass=0.5, k_tension=20.0, k_bending=None, damping=0.0, pinned=(), bending="hinge"):
         if bending not in BENDING_DEFAULTS:
             raise ValueError(f"bending must be one of {', '.join(map(repr, BENDING_DEFAULTS))}, got {bending!r}")
         verts = np.array(verts, dtype=np.float64)
@@ -56,9 +55,11 @@ class Cloth:
         self.masses = lumped_masses(verts, tris, self.mass)
         self.k_tension = _positive_per_item(k_tension, len(self.tension_edges), "k_tension")
         n_bending = len(self.hinges) if bending == "hinge" else len(self.bending_edges)
-        self.k_bending = _positive_per_item(BENDING_DEFAULTS[bending] if k_bending is None else k_bending,
-                                            n_bending, "bending rigidity k_bending" if bending == "hinge"
-                                            else "k_bending")
+        self.k_bending = _positive_per_item(
+            BENDING_DEFAULTS[bending] if k_bending is None else k_bending,
+            n_bending,
+            "bending rigidity k_bending" if bending == "hinge" else "k_bending",
+        )
         self.damping = float(damping)
         pinned = np.unique(np.asarray(pinned, dtype=np.int64).ravel())
         if len(pinned) and (pinned.min() < 0 or pinned.max() >= self.n):
@@ -80,8 +81,9 @@ class Cloth:
     @property
     def edges(self):
         """All springs: tension, then (bending="springs") the bending springs."""
-        return self.tension_edges if self.bending == "hinge" else np.concatenate([self.tension_edges,
-                                                                                  self.bending_edges])
+        return (
+            self.tension_edges if self.bending == "hinge" else np.concatenate([self.tension_edges, self.bending_edges])
+        )
 
     @property
     def stiffness(self):
@@ -96,8 +98,16 @@ class Cloth:
     def replace(self, **changes):
         """A copy with some of the constructor's arguments changed; another bending model starts
         from its default k_bending unless one is given."""
-        args = dict(verts=self.rest, faces=self.tris, mass=self.mass, k_tension=self.k_tension,
-                    k_bending=self.k_bending, damping=self.damping, pinned=self.pinned, bending=self.bending)
+        args = dict(
+            verts=self.rest,
+            faces=self.tris,
+            mass=self.mass,
+            k_tension=self.k_tension,
+            k_bending=self.k_bending,
+            damping=self.damping,
+            pinned=self.pinned,
+            bending=self.bending,
+        )
         if changes.get("bending", self.bending) != self.bending:
             args["k_bending"] = None
         args.update(changes)

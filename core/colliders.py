@@ -148,13 +148,22 @@ def closest_on_triangles(p, a, b, c):
         t_bc = (d4 - d3) / ((d4 - d3) + (d5 - d6))
         denom = 1.0 / (va + vb + vc)
     zero, one = np.zeros_like(d1), np.ones_like(d1)
-    conditions = [(d1 <= 0) & (d2 <= 0), (d3 >= 0) & (d4 <= d3), (vc <= 0) & (d1 >= 0) & (d3 <= 0),
-                  (d6 >= 0) & (d5 <= d6), (vb <= 0) & (d2 >= 0) & (d6 <= 0),
-                  (va <= 0) & (d4 - d3 >= 0) & (d5 - d6 >= 0)]
-    weights = [np.select(conditions, choices, default)
-               for choices, default in (([one, zero, 1 - t_ab, zero, 1 - t_ac, zero], 1 - (vb + vc) * denom),
-                                        ([zero, one, t_ab, zero, zero, 1 - t_bc], vb * denom),
-                                        ([zero, zero, zero, one, t_ac, t_bc], vc * denom))]
+    conditions = [
+        (d1 <= 0) & (d2 <= 0),
+        (d3 >= 0) & (d4 <= d3),
+        (vc <= 0) & (d1 >= 0) & (d3 <= 0),
+        (d6 >= 0) & (d5 <= d6),
+        (vb <= 0) & (d2 >= 0) & (d6 <= 0),
+        (va <= 0) & (d4 - d3 >= 0) & (d5 - d6 >= 0),
+    ]
+    weights = [
+        np.select(conditions, choices, default)
+        for choices, default in (
+            ([one, zero, 1 - t_ab, zero, 1 - t_ac, zero], 1 - (vb + vc) * denom),
+            ([zero, one, t_ab, zero, zero, 1 - t_bc], vb * denom),
+            ([zero, zero, zero, one, t_ac, t_bc], vc * denom),
+        )
+    ]
     bary = np.stack(weights, axis=1)
     q = bary[:, :1] * a + bary[:, 1:2] * b + bary[:, 2:] * c
     return q, bary
@@ -190,9 +199,11 @@ class MeshCollider(Collider):
         if tris.min() < 0 or tris.max() >= verts.shape[-2]:
             raise ValueError(f"a mesh collider triangle index is out of range 0..{verts.shape[-2] - 1}")
         rest = verts if verts.ndim == 2 else verts[0]
-        area2 = np.linalg.norm(np.cross(rest[tris[:, 1]] - rest[tris[:, 0]], rest[tris[:, 2]] - rest[tris[:, 0]]), axis=1)
+        area2 = np.linalg.norm(
+            np.cross(rest[tris[:, 1]] - rest[tris[:, 0]], rest[tris[:, 2]] - rest[tris[:, 0]]), axis=1
+        )
         scale = max(float(np.ptp(rest, axis=0).max()), 1e-300)
-        bad = area2 <= 1e-12 * scale ** 2
+        bad = area2 <= 1e-12 * scale**2
         if bad.any():
             raise ValueError(f"mesh collider triangle {int(np.argmax(bad))} has zero area ({int(bad.sum())} such)")
         self.vertices, self.tris, self.one_sided = verts, tris, bool(one_sided)
@@ -353,7 +364,9 @@ class MeshCollider(Collider):
         face = count == 3
         if face.any():
             e1, e2 = (corners1[face, k] - corners1[face, 0] for k in (1, 2))
-            gram = np.stack([np.stack([_rows(e1, e1), _rows(e1, e2)], -1), np.stack([_rows(e1, e2), _rows(e2, e2)], -1)], -2)
+            gram = np.stack(
+                [np.stack([_rows(e1, e1), _rows(e1, e2)], -1), np.stack([_rows(e1, e2), _rows(e2, e2)], -1)], -2
+            )
             duv = np.linalg.solve(gram, np.stack([e1, e2], axis=1))  # (F,2,3)
             dbary[face, 1:] = duv
             dbary[face, 0] = -duv.sum(axis=1)

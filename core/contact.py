@@ -32,9 +32,9 @@ def penalty(d, k, delta):
         return 0.5 * k * d * d, k * d, k, np.zeros_like(d)
     s = np.minimum(-d / delta, 1.0)
     deep = -d > delta
-    e = k * delta ** 2 * np.where(deep, 0.5 * (d / delta) ** 2 + 0.5 * d / delta + 0.15, s ** 4 / 4 - s ** 5 / 10)
-    e1 = k * np.where(deep, d + 0.5 * delta, -delta * (s ** 3 - s ** 4 / 2))
-    e2 = k * (3 * s ** 2 - 2 * s ** 3)
+    e = k * delta**2 * np.where(deep, 0.5 * (d / delta) ** 2 + 0.5 * d / delta + 0.15, s**4 / 4 - s**5 / 10)
+    e1 = k * np.where(deep, d + 0.5 * delta, -delta * (s**3 - s**4 / 2))
+    e2 = k * (3 * s**2 - 2 * s**3)
     e3 = -k * 6 * s * (1 - s) / delta
     return e, e1, e2, e3
 
@@ -64,7 +64,7 @@ class StepLag:
         free = np.zeros(len(x), bool)
         free[potential.free] = True
         for c, col in enumerate(sc.colliders):
-            if col.friction == 0.0 or sc.solver == "linearized":  # that clamps friction instead
+            if col.friction == 0.0:
                 continue
             # the normal force at the step's start (a mesh: its planes; else the collider then)
             d, n, curvature = col.distance(x, t1 if self.planes[c] is not None else t0, self.planes[c])
@@ -76,8 +76,22 @@ class StepLag:
             if self.planes[c] is not None:  # a mesh's normals vary with x only through its planes
                 curv = self.planes[c].curv[[self.planes[c].slot[int(i)] for i in on]]
             motion, jacobian = col.motion(x, t0, t1, self.planes[c])
-            self.friction[c] = Friction(on, np.array(n[on]), -e1, e2, curv, x[on] + motion[on], jacobian[on],
-                                        col.friction, FRICTION_EPS_V * h)
+            previous = None
+            if sc.solver == "linearized":  # its slip over the last step: see Friction
+                rel = h * v[on] - motion[on]
+                previous = np.linalg.norm(rel - _dot(rel, n[on])[:, None] * n[on], axis=1)
+            self.friction[c] = Friction(
+                on,
+                np.array(n[on]),
+                -e1,
+                e2,
+                curv,
+                x[on] + motion[on],
+                jacobian[on],
+                col.friction,
+                FRICTION_EPS_V * h,
+                previous,
+            )
 
     @staticmethod
     def needed(scene):
@@ -100,31 +114,6 @@ def project_out(potential, lag, y):
         d = _dot(y[idx] - planes.q, planes.n) - thickness_of(col, sc)
         deep = d < -sc.contact_smoothing
         y[idx[deep]] += (-sc.contact_smoothing - d[deep])[:, None] * planes.n[deep]
-
-
-def clamp_friction(potential, lag, x, start, y, s):
-    """Coulomb friction after a linearized step that left it out (one linear solve cannot tell
-    stick from slip): each contact's slip over the step, relative to the surface, loses up to
-    μ·λ·h²/m, λ the normal force the step itself applied (the penalty linearized at its start
-    `start`), and sticks where that is all of it. Changes y in place."""
-    sc, h = potential.scene, potential.scene.h
-    t0, t1 = s / sc.substeps, (s + 1) / sc.substeps
-    free = np.zeros(len(y), bool)
-    free[potential.free] = True
-    for c, col in enumerate(sc.colliders):
-        if col.friction == 0.0:
-            continue
-        d, n, _ = col.distance(start, t1, lag.planes[c])
-        d = d - thickness_of(col, sc)
-        on = np.flatnonzero((d < 0) & free)
-        if not len(on):
-            continue
-        _, e1, e2, _ = penalty(d[on], potential.contact_k[on], sc.contact_smoothing)
-        lam = np.maximum(-(e1 + e2 * _dot(y[on] - start[on], n[on])), 0.0)
-        rel = y[on] - x[on] - col.motion(x, t0, t1, lag.planes[c])[0][on]
-        slip = rel - _dot(rel, n[on])[:, None] * n[on]
-        cap = col.friction * lam * h * h / potential.masses[on]
-        y[on] -= slip * np.minimum(cap / np.maximum(np.linalg.norm(slip, axis=1), 1e-300), 1.0)[:, None]
 
 
 class Contact:
@@ -191,14 +180,17 @@ class Contact:
         """(∂H̃[w])·b per active contact (A,3)."""
         wn, bn = _dot(w, self.n), _dot(b, self.n)
         kw = _mv(self.curv, w)
-        return (self.e3 * wn * bn)[:, None] * self.n + self.e2[:, None] * (bn[:, None] * kw + _dot(kw, b)[:, None] * self.n)
+        return (self.e3 * wn * bn)[:, None] * self.n + self.e2[:, None] * (
+            bn[:, None] * kw + _dot(kw, b)[:, None] * self.n
+        )
 
     def lag_gradient(self, y, a):
         """∂(aᵀ·∇E)/∂xₛ per active contact (A,3), through a mesh's plane normals n(xₛ): with
         d = (y − q)·n, ∂d/∂xₛ = ∇n·(y − q) (q slides along the feature, normal to n)."""
         an = _dot(a, self.n)
         return (self.e2 * an)[:, None] * _mv(self.lag_curv, y[self.active] - self.anchor) + self.e1[:, None] * _mv(
-            self.lag_curv, a)
+            self.lag_curv, a
+        )
 
     def lag_tangent(self, y, dxs):
         """(∂∇E/∂xₛ)·δxₛ per active contact (A,3), for δxₛ at the active vertices."""
@@ -210,33 +202,49 @@ def _mollifier(s, eps):
     """f₀'s φ = f₁(s)/s and χ = φ′(s)·s for slips s (IPC's C² mollifier: f₀(s) = −s³/3ε² + s²/ε + ε/3
     below ε, s above), and f₀(s)."""
     small = s < eps
-    phi = np.where(small, 2 / eps - s / eps ** 2, 1 / np.maximum(s, 1e-300))
-    chi = np.where(small, -s / eps ** 2, -1 / np.maximum(s, 1e-300))
-    f0 = np.where(small, -s ** 3 / (3 * eps ** 2) + s ** 2 / eps + eps / 3, s)
+    phi = np.where(small, 2 / eps - s / eps**2, 1 / np.maximum(s, 1e-300))
+    chi = np.where(small, -s / eps**2, -1 / np.maximum(s, 1e-300))
+    f0 = np.where(small, -(s**3) / (3 * eps**2) + s**2 / eps + eps / 3, s)
     return phi, chi, f0
 
 
 class Friction:
     """Lagged Coulomb friction of one collider's contacts (see the module's docstring): vertices,
     normals n (F,3), normal forces λ (F,), E″ there, ∇ₓₛn (F,3,3), anchors xₛ + m, ∂m/∂xₛ, μ and
-    the mollifier's slip ε = ε_v·h."""
+    the mollifier's slip ε = ε_v·h.
 
-    def __init__(self, vertices, n, lam, e2, curv, anchor, motion_jacobian, mu, eps):
+    previous (linearized steps): a slip to fit to. One linear solve cannot follow the mollifier's
+    bend from stick to slip, so there friction is the quadratic that gives μλ at that slip,
+    ½·μλ·|w|²/max(previous, ε): a stiff spring where the cloth sticks, Coulomb's force where it
+    slides. The step fits it to the slip of the step before, solves, refits it to the slip it
+    found (`refit`) and solves again on the same factorization."""
+
+    def __init__(self, vertices, n, lam, e2, curv, anchor, motion_jacobian, mu, eps, previous=None):
         self.vertices, self.n, self.lam, self.e2, self.curv = vertices, n, lam, e2, curv
-        self.anchor, self.jm, self.mu, self.eps = anchor, motion_jacobian, mu, eps
+        self.anchor, self.jm, self.mu, self.eps, self.previous = anchor, motion_jacobian, mu, eps, previous
+
+    def refit(self, y):
+        """Fit a linearized step's quadratic to the slip at y (a first solve's) instead."""
+        rel = y[self.vertices] - self.anchor
+        self.previous = np.linalg.norm(rel - _dot(rel, self.n)[:, None] * self.n, axis=1)
 
     def at(self, y):
         """The terms at positions y: energy, gradient (F,3), Hessian (F,3,3, positive semidefinite)."""
         rel = y[self.vertices] - self.anchor
         w = rel - _dot(rel, self.n)[:, None] * self.n
         s = np.linalg.norm(w, axis=1)
-        phi, chi, f0 = _mollifier(s, self.eps)
+        if self.previous is None:
+            phi, chi, f0 = _mollifier(s, self.eps)
+        else:
+            phi = 1.0 / np.maximum(self.previous, self.eps)
+            chi, f0 = np.zeros_like(s), 0.5 * phi * s * s
         scale = self.mu * self.lam
         hat = w / np.maximum(s, 1e-300)[:, None]
         proj = np.eye(3) - self.n[:, :, None] * self.n[:, None, :]
-        hess = scale[:, None, None] * (phi[:, None, None] * proj + chi[:, None, None] * hat[:, :, None] * hat[:, None, :])
-        return FrictionState(self, rel, w, s, phi, chi, hat, float(np.dot(scale, f0)),
-                             (scale * phi)[:, None] * w, hess)
+        hess = scale[:, None, None] * (
+            phi[:, None, None] * proj + chi[:, None, None] * hat[:, :, None] * hat[:, None, :]
+        )
+        return FrictionState(self, rel, w, s, phi, chi, hat, float(np.dot(scale, f0)), (scale * phi)[:, None] * w, hess)
 
 
 class FrictionState:
@@ -248,7 +256,9 @@ class FrictionState:
 
     def _dg_dw(self, a):
         """∂(a·g)/∂w for g = μλφ(s)·w as a function of the vector w: μλ(φ·a + χ(a·ŵ)ŵ)."""
-        return (self.f.mu * self.f.lam)[:, None] * (self.phi[:, None] * a + (self.chi * _dot(a, self.hat))[:, None] * self.hat)
+        return (self.f.mu * self.f.lam)[:, None] * (
+            self.phi[:, None] * a + (self.chi * _dot(a, self.hat))[:, None] * self.hat
+        )
 
     def lag_gradient(self, a):
         """∂(a·∇D)/∂xₛ (F,3) for a at the contacts: through λ(xₛ), the anchor xₛ + m(xₛ) and n(xₛ)."""

@@ -26,8 +26,7 @@ def incidence(edges, n):
     """(n, S) signed edge-vertex incidence: D·f sums per-spring vectors f at their starts minus
     their ends, Dᵀ·x gives the spring vectors x[start] − x[end]."""
     s = np.arange(len(edges))
-    return sp.csr_matrix((np.r_[np.ones(len(s)), -np.ones(len(s))], (edges.T.ravel(), np.r_[s, s])),
-                         shape=(n, len(s)))
+    return sp.csr_matrix((np.r_[np.ones(len(s)), -np.ones(len(s))], (edges.T.ravel(), np.r_[s, s])), shape=(n, len(s)))
 
 
 # width of the smooth ramp that projects a compressed spring's transverse stiffness, as a strain:
@@ -121,7 +120,7 @@ class Springs:
         trans = self.projected(st)[0] / (self.k * st.length)
         db = self.across @ b
         bu = np.einsum("ij,ij->i", db, st.dir)
-        out = ((dk * (1 - trans) * bu)[:, None] * st.dir + (dk * trans)[:, None] * db)
+        out = (dk * (1 - trans) * bu)[:, None] * st.dir + (dk * trans)[:, None] * db
         return self.incidence @ out
 
 
@@ -141,8 +140,11 @@ def hinge_weights(rest, hinges):
 
     def cotangents(p):  # at x0 and x1 of triangle (x0, x1, p), and twice its area
         twice_area = np.linalg.norm(np.cross(e, p - x0), axis=1)
-        return (np.einsum("ij,ij->i", e, p - x0) / twice_area,
-                np.einsum("ij,ij->i", -e, p - x1) / twice_area, twice_area)
+        return (
+            np.einsum("ij,ij->i", e, p - x0) / twice_area,
+            np.einsum("ij,ij->i", -e, p - x1) / twice_area,
+            twice_area,
+        )
 
     a0, a1, twice_a = cotangents(x2)
     b0, b1, twice_b = cotangents(x3)
@@ -220,8 +222,11 @@ class HingeBending:
         """∂(aᵀ·B·b)/∂k per hinge, B the bounded matrix term (pair_couplings(bound=True))."""
         k23 = -self.unit * self.w[:, 2] * self.w[:, 3]
         (a2, a3), (b2, b3) = self._opposite(a), self._opposite(b)
-        return (self.dk(self.bend(a), b) - k23 * np.einsum("ij,ij->i", a2 - a3, b2 - b3)
-                + 2 * np.maximum(k23, 0.0) * (np.einsum("ij,ij->i", a2, b2) + np.einsum("ij,ij->i", a3, b3)))
+        return (
+            self.dk(self.bend(a), b)
+            - k23 * np.einsum("ij,ij->i", a2 - a3, b2 - b3)
+            + 2 * np.maximum(k23, 0.0) * (np.einsum("ij,ij->i", a2, b2) + np.einsum("ij,ij->i", a3, b3))
+        )
 
     def dk_bound_tangent(self, dk, b):
         """(∂B/∂k·δk)·b (n,3)."""
@@ -239,17 +244,20 @@ class State:
     """The terms at positions y after integrator step s: spring geometry, hinge bend vectors,
     contact set and Φ(y). The integrator adds its incremental potential as `energy`."""
 
-    def __init__(self, potential, y, s, lag=None, friction=True):
+    def __init__(self, potential, y, s, lag=None):
         self.y = y
         self.length, self.dir = spring_geometry(potential.springs.across @ y)
         self.stretch = self.length - potential.springs.rest
         sc = potential.scene
         self.contact = Contact(sc, y, (s + 1) / sc.substeps, potential.contact_k, potential.free, lag)
         # per collider with friction contacts: (its index, the Friction's terms at y)
-        self.friction = [] if lag is None or not friction else [(c, f.at(y)) for c, f in enumerate(lag.friction)
-                                                                if f is not None]
-        self.phi = (potential.springs.energy(self) + self.contact.energy - float(np.sum(potential.gravity * y))
-                    + sum(fs.energy for _, fs in self.friction))
+        self.friction = [] if lag is None else [(c, f.at(y)) for c, f in enumerate(lag.friction) if f is not None]
+        self.phi = (
+            potential.springs.energy(self)
+            + self.contact.energy
+            - float(np.sum(potential.gravity * y))
+            + sum(fs.energy for _, fs in self.friction)
+        )
         self.bend = None
         if potential.hinges is not None:
             self.bend = potential.hinges.bend(y)
@@ -288,10 +296,8 @@ class Potential:
         """What step s takes from its start state (contact.StepLag), or None when nothing does."""
         return StepLag(self, x, v, s) if StepLag.needed(self.scene) else None
 
-    def at(self, y, s, lag=None, friction=True):
-        """The terms at y after step s; friction=False leaves friction out (a linearized step
-        applies it as a clamp: contact.clamp_friction)."""
-        return State(self, y, s, lag, friction)
+    def at(self, y, s, lag=None):
+        return State(self, y, s, lag)
 
     def gradient(self, st):
         """∇Φ (n,3)."""
@@ -352,10 +358,16 @@ class Potential:
         dk = self.springs.dk_projected(st, a, b)
         c = st.contact
         contact = float(np.einsum("ai,ai->a", a[c.active], c.n) @ (c.e2 * np.einsum("ai,ai->a", b[c.active], c.n)))
-        bending = (dk[self.n_tension:] if self.hinges is None else self.hinges.dk_bound(a, b) if self.bound
-                   else self.hinges.dk(self.hinges.bend(a), b))
-        return dict(k_tension=dk[:self.n_tension], k_bending=bending,
-                    contact_stiffness=contact / self.scene.contact_stiffness)
+        bending = (
+            dk[self.n_tension :]
+            if self.hinges is None
+            else self.hinges.dk_bound(a, b)
+            if self.bound
+            else self.hinges.dk(self.hinges.bend(a), b)
+        )
+        return dict(
+            k_tension=dk[: self.n_tension], k_bending=bending, contact_stiffness=contact / self.scene.contact_stiffness
+        )
 
     def design_hess_tangent(self, st, k_tension, k_bending, contact_stiffness, b):
         """(∂H̃/∂p·δp)·b (n,3): the forward counterpart of design_hess."""
@@ -413,9 +425,12 @@ class Potential:
         for col, fs in st.friction:
             friction[col] = float(np.sum(v[fs.f.vertices] * fs.grad)) / fs.f.mu
         contact = float(np.sum(v[c.active] * c.grad)) + float(friction @ [col.friction for col in self.scene.colliders])
-        return dict(k_tension=dk[:self.n_tension],
-                    k_bending=dk[self.n_tension:] if self.hinges is None else self.hinges.dk(st.bend, v),
-                    contact_stiffness=contact / self.scene.contact_stiffness, friction=friction)
+        return dict(
+            k_tension=dk[: self.n_tension],
+            k_bending=dk[self.n_tension :] if self.hinges is None else self.hinges.dk(st.bend, v),
+            contact_stiffness=contact / self.scene.contact_stiffness,
+            friction=friction,
+        )
 
     def design_tangent(self, st, k_tension, k_bending, contact_stiffness=0.0, friction=None):
         """(∂∇Φ/∂p)·δp (n,3) for stiffness changes δp: the forward counterpart of
@@ -428,7 +443,9 @@ class Potential:
         if len(c.active) and contact_stiffness:
             np.add.at(out, c.active, c.grad * (contact_stiffness / self.scene.contact_stiffness))
         for col, fs in st.friction:
-            rate = contact_stiffness / self.scene.contact_stiffness + (0.0 if friction is None else friction[col] / fs.f.mu)
+            rate = contact_stiffness / self.scene.contact_stiffness + (
+                0.0 if friction is None else friction[col] / fs.f.mu
+            )
             if rate:
                 np.add.at(out, fs.f.vertices, fs.grad * rate)
         return out

@@ -109,7 +109,7 @@ class Krylov:
     def solve(self, lam):
         """Coefficients y of the damped step in the basis, and the damped system's residual."""
         k = len(self.alpha)
-        t = np.diag(self.alpha) + np.diag(self.beta[:k - 1], 1) + np.diag(self.beta[:k - 1], -1)
+        t = np.diag(self.alpha) + np.diag(self.beta[: k - 1], 1) + np.diag(self.beta[: k - 1], -1)
         y = np.linalg.solve(t + lam * np.eye(k), -self.gnorm * np.eye(k)[0])
         residual = 0.0 if self.exhausted else self.beta[k - 1] * abs(y[-1])
         return y, t, residual
@@ -163,9 +163,12 @@ def _iteration(design, loss, point, run, state, gtol, rtol):
         if not np.linalg.norm(delta) > 1e-14 * (1.0 + np.linalg.norm(point.theta)) or not predicted > 0:
             return "converged", point  # no step left that the model can resolve
         if predicted <= rtol * point.value:  # even the model's decrease is under rtol: spare the trial
-            return ("converged" if failures == 0 else
-                    f"no further progress: {failures} trial steps failed to lower the loss, and the "
-                    "shorter ones left would lower it by less than rtol"), point
+            return (
+                "converged"
+                if failures == 0
+                else f"no further progress: {failures} trial steps failed to lower the loss, and the "
+                "shorter ones left would lower it by less than rtol"
+            ), point
         trial = _below(design, loss, point.theta + delta, point.value, motion)  # ρ > 0 or None
         rho = -np.inf if trial is None else (point.value - trial.value) / predicted
         if rho > 0:

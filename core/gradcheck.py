@@ -30,6 +30,12 @@ def check_gradient(scene, loss, params, eps=1e-6, components=(), directions=1, s
     for what, e in checks:
         numeric = (f(theta + eps * e)[0] - f(theta - eps * e)[0]) / (2 * eps)
         analytic = float(grad @ e)
-        out.append(dict(what=what, analytic=analytic, numeric=numeric,
-                        rel_error=abs(analytic - numeric) / max(abs(numeric), 1e-300)))
+        out.append(
+            dict(
+                what=what,
+                analytic=analytic,
+                numeric=numeric,
+                rel_error=abs(analytic - numeric) / max(abs(numeric), 1e-300),
+            )
+        )
     return out

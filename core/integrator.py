@@ -22,7 +22,7 @@ needs too many iterations; then the current matrix is factored.
 
 import numpy as np
 
-from .contact import clamp_friction, project_out
+from .contact import project_out
 from .energies import Potential
 from .linalg import BlockSystem
 
@@ -84,7 +84,7 @@ class Model:
             coupled.append(cloth.bending_edges)
         ends = self.fidx[np.concatenate(coupled)]
         self.system = BlockSystem(len(self.free), ends[(ends >= 0).all(axis=1)])
-        self.potential = Potential(scene, self.system, self.fidx, self.h ** 2)
+        self.potential = Potential(scene, self.system, self.fidx, self.h**2)
         self.springs = self.potential.springs
         self.mf = self.m[self.free]
         self.mass_diag = (self.mf * (1.0 + self.h * self.c))[:, None, None] * np.eye(3)
@@ -101,7 +101,7 @@ class Model:
         pt = self.potential.at(y, s, lag)
         free, h, m = self.free, self.h, self.m[self.free, None]
         dy, dx = (y - xhat)[free], (y - x)[free]
-        e = 0.5 / h ** 2 * float(np.sum(m * dy * dy)) + 0.5 * self.c / h * float(np.sum(m * dx * dx))
+        e = 0.5 / h**2 * float(np.sum(m * dy * dy)) + 0.5 * self.c / h * float(np.sum(m * dx * dx))
         if u is not None:
             e -= float(np.sum(u[free] * y[free]))
         pt.energy = e + pt.phi
@@ -110,7 +110,7 @@ class Model:
     def gradient(self, pt, x, xhat, u):
         """∇E over the free vertices (nf,3) at the point pt."""
         h, m, y = self.h, self.m[:, None], pt.y
-        grad = (m * (y - xhat)) / h ** 2 + (self.c / h) * (m * (y - x)) + self.potential.gradient(pt)
+        grad = (m * (y - xhat)) / h**2 + (self.c / h) * (m * (y - x)) + self.potential.gradient(pt)
         if u is not None:
             grad -= u
         return grad[self.free]
@@ -121,15 +121,10 @@ class Model:
         return self.potential.hessian(pt, tension, beta, projected) + (1.0 + shift) * self.mass_data
 
     def prediction(self, x, v, s):
-        """Where a linearized step starts: the explicit prediction x + h·v + h²·(g + u/m) (a
-        cloth at rest on a collider then starts inside its contact zone, whose stiffness the step
-        needs), the pins where they are after step s."""
-        sc = self.scene
-        y = x + self.h * v + self.h ** 2 * sc.gravity
-        u = sc.force_at(s)
-        if u is not None:
-            y += self.h ** 2 * u / self.m[:, None]
-        y[self.pinned] = sc.pins_at(s + 1)
+        """Where a linearized step starts: the inertial prediction x + h·v (a drape at rest is then
+        a fixed point of the step), the pins where they are after step s."""
+        y = x + self.h * v
+        y[self.pinned] = self.scene.pins_at(s + 1)
         return y
 
 
@@ -159,7 +154,7 @@ def pcg(system, data, b, factor, eta, maxiter=CG_MAX_ITER):
         norm_r = np.linalg.norm(r)
         if norm_r <= stop:
             return x, None
-        if j < maxiter and norm_r > CG_SLACK * norm_b * pace ** j:
+        if j < maxiter and norm_r > CG_SLACK * norm_b * pace**j:
             break
         z = factor.solve(r)
         rz, rz_old = r @ z, rz
@@ -180,24 +175,42 @@ LINEAR_RTOL = 1e-15
 
 
 class LinearizedStepper:
-    """One Newton step of the incremental potential per integrator step, from the explicit
-    prediction x̂ = x + h·v + h²·(g + u/m) (Model.prediction), with the smooth projected Hessian
+    """One Newton step of the incremental potential per integrator step, from the inertial
+    prediction x̂ = x + h·v (Model.prediction), with the smooth projected Hessian
     (Scene(solver="linearized")):
 
         x′ = x̂ − Ã⁻¹·h²∇E(x̂),   Ã = M(1 + hc) + h²·H̃(x̂)
 
     Ã is positive definite by construction, so every step costs one factorization and never
     fails; where ∇E is linear (gravity, hinges, plane contact) the step is exact implicit Euler.
-    Friction, whose stick and slip one linear solve cannot tell apart, is applied after it as a
-    Coulomb clamp of each contact's slip (contact.clamp_friction), and vertices dragged deep into
-    a mesh within the step are moved back out (contact.project_out): the gradients of such steps
-    are not built.
+    Friction, whose stick and slip one linear solve cannot tell apart, is a quadratic fitted to the
+    previous step's slip (contact.Friction), and vertices dragged deep into a mesh within the step
+    are moved back out (contact.project_out): the gradients of such steps are not built.
     `factor` is Ã's own factorization: the adjoint and tangent passes solve with it."""
 
     def __init__(self, model):
         self.model = model
         self.factor = None
         self.factorizations = 0
+
+    def _factor(self, data, s):
+        self.factor = self.model.system.factor(data)
+        self.factorizations += 1
+        if not self.factor.positive_definite:  # only rounding in extreme stiffness ratios can do this
+            raise step_error(self.model.scene, s, "found its matrix singular")
+
+    def _solve(self, data, b, s):
+        """data·d = b to rounding by PCG on the step's factorization (single precision, or of a
+        matrix that differs in contact blocks), refactoring data should that stall."""
+        md = self.model
+        for attempt in range(2):
+            for eta in (LINEAR_RTOL, 1e-12):  # to rounding; should that stall, nearly
+                d = refined(md.system, data, b, self.factor, eta, maxiter=30)
+                if d is not None and np.isfinite(d).all():
+                    return d
+            if attempt == 0:
+                self._factor(data, s)
+        raise step_error(md.scene, s, "produced non-finite values")
 
     def step(self, x, v, s, guess=None):
         """As Stepper.step (guess is of no use: the step has one solution); the residual is the
@@ -207,27 +220,25 @@ class LinearizedStepper:
         xhat = x + md.h * v
         y = md.prediction(x, v, s)
         lag = md.potential.lag(x, v, s)
-        pt = md.potential.at(y, s, lag, friction=False)
-        b = -(md.h ** 2) * md.gradient(pt, x, xhat, u).ravel()
+        pt = md.potential.at(y, s, lag)
+        b = -(md.h**2) * md.gradient(pt, x, xhat, u).ravel()
         data = md.matrix(pt, projected=True)
-        self.factor = md.system.factor(data)
-        self.factorizations += 1
-        if not self.factor.positive_definite:  # only rounding in extreme stiffness ratios can do this
-            raise step_error(md.scene, s, "found its matrix singular")
-        for eta in (LINEAR_RTOL, 1e-12):  # to rounding; should that stall, nearly
-            d = refined(md.system, data, b, self.factor, eta, maxiter=30)
-            if d is not None:
-                break
-        else:
-            d = self.factor.solve(b)
+        self._factor(data, s)
+        d = self._solve(data, b, s)
+        friction = [] if lag is None else [f for f in lag.friction if f is not None]
+        if friction:  # refit friction to the slip this solve found; solve once more on its factor
+            moved = y.copy()
+            moved[md.free] += d.reshape(-1, 3)
+            for f in friction:
+                f.refit(moved)
+            pt = md.potential.at(y, s, lag)
+            b = -(md.h**2) * md.gradient(pt, x, xhat, u).ravel()
+            data = md.matrix(pt, projected=True)
+            d = self._solve(data, b, s)
         res = float(np.linalg.norm(md.system.matvec(data, d) - b) / max(np.linalg.norm(b), 1e-300))
-        if not np.isfinite(d).all():
-            raise step_error(md.scene, s, "produced non-finite values")
-        start = y.copy()
         y[md.free] += d.reshape(-1, 3)
         if lag is not None:
             project_out(md.potential, lag, y)
-            clamp_friction(md.potential, lag, x, start, y, s)
         return y, 1, res, True
 
 
@@ -421,5 +432,9 @@ class Stepper:
 def step_error(scene, s, what):
     """The SimulationError of integrator step s → s+1, naming its frame."""
     frame = s // scene.substeps + 1
-    return SimulationError(f"simulation diverged at frame {frame} (step {s + 1}): the Newton solve {what}; "
-                           "try more substeps, lower stiffness or lower contact stiffness", frame, s + 1)
+    return SimulationError(
+        f"simulation diverged at frame {frame} (step {s + 1}): the Newton solve {what}; "
+        "try more substeps, lower stiffness or lower contact stiffness",
+        frame,
+        s + 1,
+    )

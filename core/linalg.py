@@ -75,16 +75,18 @@ class BlockSystem:
         span = np.abs(rank[pairs[:, 0]] - rank[pairs[:, 1]]).max() if len(pairs) else 0
         self.kd = 3 * int(span) + 2
         if backend is None:
-            backend = "banded" if self.ndof * self.kd ** 2 <= BANDED_WORK_LIMIT else "sparse"
+            backend = "banded" if self.ndof * self.kd**2 <= BANDED_WORK_LIMIT else "sparse"
         self.backend = backend
         # storage is the full symmetric CSR pattern in natural dof order: products and refills
         # touch only real entries (a 64×64 cloth's band holds 4.7M slots for 0.24M entries)
         r, c = np.meshgrid(np.arange(3), np.arange(3), indexing="ij")
         r, c = r.ravel(), c.ravel()
-        rows = np.concatenate([(3 * np.arange(nv)[:, None] + r).ravel(),
-                               (3 * pairs[:, :1] + r).ravel(), (3 * pairs[:, 1:] + r).ravel()])
-        cols = np.concatenate([(3 * np.arange(nv)[:, None] + c).ravel(),
-                               (3 * pairs[:, 1:] + c).ravel(), (3 * pairs[:, :1] + c).ravel()])
+        rows = np.concatenate(
+            [(3 * np.arange(nv)[:, None] + r).ravel(), (3 * pairs[:, :1] + r).ravel(), (3 * pairs[:, 1:] + r).ravel()]
+        )
+        cols = np.concatenate(
+            [(3 * np.arange(nv)[:, None] + c).ravel(), (3 * pairs[:, 1:] + c).ravel(), (3 * pairs[:, :1] + c).ravel()]
+        )
         keys = rows * self.ndof + cols
         self.keys = np.unique(keys)
         self.size = len(self.keys)
@@ -163,11 +165,16 @@ class BlockSystem:
                         x, _ = lapack.spbtrs(chol, (b[perm] / scale).astype(np.float32), lower=1)
                         out[perm] = x * scale
                     return out
+
                 return Factor(solve, True, chol.nbytes, exact=False)
             return Factor(None, False)
         try:
-            lu = spla.splu(self.matrix(data).tocsc(), permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0,
-                           options=dict(SymmetricMode=True))
+            lu = spla.splu(
+                self.matrix(data).tocsc(),
+                permc_spec="MMD_AT_PLUS_A",
+                diag_pivot_thresh=0.0,
+                options=dict(SymmetricMode=True),
+            )
         except RuntimeError:  # exactly singular
             return Factor(None, False)
         # without pivoting, PD ⇔ every pivot of the symmetric elimination is positive

@@ -26,12 +26,16 @@ class Fabric:
                 raise ValueError(f"fabric {what} must be positive, got {value}")
         if not (np.isfinite(damping) and damping >= 0):
             raise ValueError(f"fabric air damping must be non-negative, got {damping}")
-        self.density, self.stretch, self.bending, self.damping = (float(v) for v in (density, stretch, bending, damping))
+        self.density, self.stretch, self.bending, self.damping = (
+            float(v) for v in (density, stretch, bending, damping)
+        )
         self.name = name
 
     def __repr__(self):
-        return (f"Fabric({self.name!r}: {self.density:g} kg/m², stretch {self.stretch:g} N/m, bending "
-                f"{self.bending:g} N·m, damping {self.damping:g}/s)")
+        return (
+            f"Fabric({self.name!r}: {self.density:g} kg/m², stretch {self.stretch:g} N/m, bending "
+            f"{self.bending:g} N·m, damping {self.damping:g}/s)"
+        )
 
     def cloth_arguments(self, verts, faces):
         """Cloth(...) keyword arguments that make the mesh this fabric: total mass, per-spring
@@ -40,9 +44,12 @@ class Fabric:
         tris = triangulate(faces)
         area = triangle_areas(verts, tris)
         tension_edges, _ = edges(tris)
-        return dict(mass=self.density * float(area.sum()),
-                    k_tension=self.stretch * spring_factors(verts, tris, tension_edges, area),
-                    k_bending=self.bending, damping=self.damping)
+        return dict(
+            mass=self.density * float(area.sum()),
+            k_tension=self.stretch * spring_factors(verts, tris, tension_edges, area),
+            k_bending=self.bending,
+            damping=self.damping,
+        )
 
     def cloth(self, verts, faces, pinned=()):
         """The mesh as a Cloth of this fabric (hinge bending)."""
@@ -64,10 +71,13 @@ def spring_factors(verts, tris, tension_edges, area=None):
 # Blender's cloth presets, in physical units. Density and bending from textile measurements of
 # such fabrics; stretch and damping matched to Blender's same-named preset on the artist scene
 # (lowest point, 95th-percentile edge strain at 64² and 128²; docs/solver.md has the figures).
-PRESETS = {p.name.lower(): p for p in (
-    Fabric(0.15, 90.0, 5e-6, 1.0, "Cotton"),
-    Fabric(0.06, 23.0, 1.5e-6, 2.1, "Silk"),
-    Fabric(0.4, 220.0, 1e-3, 0.32, "Denim"),
-    Fabric(0.9, 2000.0, 7e-4, 0.79, "Leather"),
-    Fabric(1.2, 70.0, 1.25e-4, 0.105, "Rubber"),
-)}
+PRESETS = {
+    p.name.lower(): p
+    for p in (
+        Fabric(0.15, 90.0, 5e-6, 1.0, "Cotton"),
+        Fabric(0.06, 23.0, 1.5e-6, 2.1, "Silk"),
+        Fabric(0.4, 220.0, 1e-3, 0.32, "Denim"),
+        Fabric(0.9, 2000.0, 7e-4, 0.79, "Leather"),
+        Fabric(1.2, 70.0, 1.25e-4, 0.105, "Rubber"),
+    )
+}

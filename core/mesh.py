@@ -93,7 +93,9 @@ def edges(tris):
     counts = np.bincount(group)
     if (counts > 2).any():
         k = int(np.argmax(counts > 2))
-        raise ValueError(f"edge {tuple(int(i) for i in unique[k])} is shared by {counts[k]} triangles (non-manifold mesh)")
+        raise ValueError(
+            f"edge {tuple(int(i) for i in unique[k])} is shared by {counts[k]} triangles (non-manifold mesh)"
+        )
     # interior edges: consecutive rows of the same group hold the two opposite vertices; a
     # triangle given twice (same opposite vertex) makes no hinge
     twin = np.flatnonzero(~new)

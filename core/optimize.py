@@ -68,8 +68,11 @@ class _Run:
     distances to the keys), the history with each iteration's share of the passes (from the
     Clock), and the callback that may stop the run (raising _Stop)."""
 
-    PASSES = (("forward", "evaluations", "forward_s"), ("adjoint", "adjoints", "adjoint_s"),
-              ("tangent", "tangents", "tangent_s"))
+    PASSES = (
+        ("forward", "evaluations", "forward_s"),
+        ("adjoint", "adjoints", "adjoint_s"),
+        ("tangent", "tangents", "tangent_s"),
+    )
 
     def __init__(self, design, loss, callback, clock, initial_loss, initial_traj, within=None):
         self.design, self.callback, self.clock, self.within = design, callback, clock, within
@@ -91,9 +94,13 @@ class _Run:
 
     def record(self, grad_norm, **extra):
         counts, seconds = self.clock.snapshot()
-        info = {"iteration": len(self.history) + 1, "loss": self.loss,
-                "normalized_loss": self.loss / self.initial_loss if self.initial_loss > 0 else 0.0,
-                "grad_norm": grad_norm, "elapsed": time.perf_counter() - self.start}
+        info = {
+            "iteration": len(self.history) + 1,
+            "loss": self.loss,
+            "normalized_loss": self.loss / self.initial_loss if self.initial_loss > 0 else 0.0,
+            "grad_norm": grad_norm,
+            "elapsed": time.perf_counter() - self.start,
+        }
         for kind, count_key, seconds_key in self.PASSES:
             info[count_key] = counts.get(kind, 0) - self._seen[0].get(kind, 0)
             info[seconds_key] = seconds.get(kind, 0.0) - self._seen[1].get(kind, 0.0)
@@ -114,11 +121,21 @@ class _Run:
     def result(self, reason, method):
         counts, seconds = self.clock.snapshot()
         passes = {kind: (counts.get(kind, 0), seconds.get(kind, 0.0)) for kind, _, _ in self.PASSES}
-        return OptimizeResult(scene=self.design.scene(self.theta), theta=self.theta, loss=self.loss,
-                              initial_loss=self.initial_loss, history=self.history, reason=reason, method=method,
-                              params=self.design.describe(self.theta), evaluations=passes["forward"][0],
-                              passes=passes, elapsed=time.perf_counter() - self.start, trajectory=self.traj,
-                              initial_distances=self.initial_distances)
+        return OptimizeResult(
+            scene=self.design.scene(self.theta),
+            theta=self.theta,
+            loss=self.loss,
+            initial_loss=self.initial_loss,
+            history=self.history,
+            reason=reason,
+            method=method,
+            params=self.design.describe(self.theta),
+            evaluations=passes["forward"][0],
+            passes=passes,
+            elapsed=time.perf_counter() - self.start,
+            trajectory=self.traj,
+            initial_distances=self.initial_distances,
+        )
 
 
 def choose_method(method, loss, design):
@@ -126,23 +143,39 @@ def choose_method(method, loss, design):
     else L-BFGS-B."""
     if method not in METHODS:
         raise ValueError(f"unknown optimization method {method!r}; choose from {', '.join(METHODS)}")
-    bounded = [p.name for p, sl in zip(design.params, design.slices)
-               if any(b != (None, None) for b in design.bounds[sl])]
+    bounded = [
+        p.name for p, sl in zip(design.params, design.slices) if any(b != (None, None) for b in design.bounds[sl])
+    ]
     if method == "gauss-newton":
         if not hasattr(loss, "hess_vec"):
-            raise ValueError("method 'gauss-newton' needs a sum-of-squares loss of the states (one with "
-                             "hess_vec, e.g. KeyframeLoss); use 'l-bfgs-b'")
+            raise ValueError(
+                "method 'gauss-newton' needs a sum-of-squares loss of the states (one with "
+                "hess_vec, e.g. KeyframeLoss); use 'l-bfgs-b'"
+            )
         if bounded:
-            raise ValueError(f"method 'gauss-newton' does not honour bounds ({', '.join(bounded)} has them); "
-                             "use 'l-bfgs-b' or 'auto'")
+            raise ValueError(
+                f"method 'gauss-newton' does not honour bounds ({', '.join(bounded)} has them); "
+                "use 'l-bfgs-b' or 'auto'"
+            )
     if method == "auto":
         return "gauss-newton" if isinstance(loss, KeyframeLoss) and not bounded else "l-bfgs-b"
     return method
 
 
 @one_blas_thread
-def optimize(scene, loss, params, max_iter=100, callback=None, gtol=1e-10, ftol=1e-14, method="auto", rtol=1e-3,
-             guess=None, within=None):
+def optimize(
+    scene,
+    loss,
+    params,
+    max_iter=100,
+    callback=None,
+    gtol=1e-10,
+    ftol=1e-14,
+    method="auto",
+    rtol=1e-3,
+    guess=None,
+    within=None,
+):
     """Minimize loss over `params` (parameterizations or names, see params.PARAM_NAMES).
 
     method: "gauss-newton" (core.gauss_newton: Levenberg–Marquardt on a sum-of-squares loss such
@@ -166,7 +199,9 @@ def optimize(scene, loss, params, max_iter=100, callback=None, gtol=1e-10, ftol=
         if not getattr(loss, "targets", None):
             raise ValueError("within needs a loss with position targets (a KeyframeLoss) to measure distances to")
     design = Design(scene, params)
-    if set(loss.targets) | set(loss.velocity_targets) <= {0} and any(isinstance(p, Acceleration) for p in design.params):
+    if set(loss.targets) | set(loss.velocity_targets) <= {0} and any(
+        isinstance(p, Acceleration) for p in design.params
+    ):
         raise ValueError("the targets are all at frame 0, before any control force acts: nothing to control")
     method = choose_method(method, loss, design)
     with Clock() as clock:
@@ -184,8 +219,11 @@ def optimize(scene, loss, params, max_iter=100, callback=None, gtol=1e-10, ftol=
             reason = "within"
         elif run.initial_loss > 0 and max_iter > 0:
             try:
-                reason = (gauss_newton.minimize(design, loss, point, run, max_iter, gtol, rtol)
-                          if method == "gauss-newton" else _lbfgsb(design, f, run, grad0, max_iter, gtol, ftol))
+                reason = (
+                    gauss_newton.minimize(design, loss, point, run, max_iter, gtol, rtol)
+                    if method == "gauss-newton"
+                    else _lbfgsb(design, f, run, grad0, max_iter, gtol, ftol)
+                )
             except _Stop as stop:
                 reason = stop.args[0]
         else:
@@ -221,9 +259,15 @@ def _lbfgsb(design, f, run, grad0, max_iter, gtol, ftol):
     while True:
         before = run.loss
         cache[run.theta.tobytes()] = (run.loss, best_grad[0])
-        res = minimize(fun, run.theta, jac=True, method="L-BFGS-B", bounds=design.bounds,
-                       callback=lambda theta: run.record(last["grad_norm"]),
-                       options=dict(maxiter=max_iter - len(run.history), gtol=gtol, ftol=ftol, maxls=30))
+        res = minimize(
+            fun,
+            run.theta,
+            jac=True,
+            method="L-BFGS-B",
+            bounds=design.bounds,
+            callback=lambda theta: run.record(last["grad_norm"]),
+            options=dict(maxiter=max_iter - len(run.history), gtol=gtol, ftol=ftol, maxls=30),
+        )
         if len(run.history) >= max_iter:
             return "max_iter"
         if res.success or run.loss >= before * (1 - 1e-6):

@@ -80,7 +80,9 @@ class GlobalStiffness(Param):
             design[k] = self._shape(scene, k) * np.exp(t)
 
     def pullback(self, theta, grad, design, scene):
-        return np.array([np.dot(getattr(grad, k), self._shape(scene, k)) * np.exp(t) for k, t in zip(self.kinds, theta)])
+        return np.array(
+            [np.dot(getattr(grad, k), self._shape(scene, k)) * np.exp(t) for k, t in zip(self.kinds, theta)]
+        )
 
     def jvp(self, theta, dtheta, design, tangent, scene):
         for k, t, dt in zip(self.kinds, theta, dtheta):
@@ -226,8 +228,9 @@ class InitialRotation(Param):
 
     def _rotate(self, r, angle):
         a = self.axis
-        return (r * np.cos(angle) + np.cross(a, r) * np.sin(angle)
-                + np.outer(r @ a, a) * (1 - np.cos(angle)))  # Rodrigues
+        return (
+            r * np.cos(angle) + np.cross(a, r) * np.sin(angle) + np.outer(r @ a, a) * (1 - np.cos(angle))
+        )  # Rodrigues
 
     def apply(self, theta, design, scene):
         design["x0"] = self.p0 + self._rotate(design["x0"] - self.p0, theta[0])
@@ -364,15 +367,19 @@ class KeyedForces(Acceleration):
         """(frames+1, frames) D with offset_f = Σ_j D_fj·a_j: from rest, p_{f+1} − 2p_f + p_{f−1}
         = dt²·a_f, i.e. D_fj = dt²·(f − j) for j < f."""
         f = np.arange(scene.steps + 1)[:, None] - np.arange(scene.steps)[None, :]
-        return scene.dt ** 2 * np.maximum(f, 0).astype(np.float64)
+        return scene.dt**2 * np.maximum(f, 0).astype(np.float64)
 
     def key_times(self, scene):
         duration = scene.steps * scene.dt
         count = int(np.ceil(duration / self.every * (1 - 1e-9))) + 1
         if count > scene.steps:
-            raise ValueError(f"{self.name}: keys every {self.every:g} s give {count} keys for {scene.steps} frames; "
-                             f"space them at least {duration / (scene.steps - 1) if scene.steps > 1 else duration:g} s "
-                             "apart" if scene.steps > 1 else f"{self.name}: one frame leaves nothing to key")
+            raise ValueError(
+                f"{self.name}: keys every {self.every:g} s give {count} keys for {scene.steps} frames; "
+                f"space them at least {duration / (scene.steps - 1) if scene.steps > 1 else duration:g} s "
+                "apart"
+                if scene.steps > 1
+                else f"{self.name}: one frame leaves nothing to key"
+            )
         return np.linspace(0.0, duration, count)
 
     def weights(self, scene):
@@ -413,7 +420,8 @@ class KeyedForces(Acceleration):
         moving = self.moving(scene)
         if len(moving):
             per_frame[:, scene.cloth.pinned[moving]] += np.einsum(
-                "fj,fpi->jpi", self._integration(scene), grad.pin_path[:, moving])
+                "fj,fpi->jpi", self._integration(scene), grad.pin_path[:, moving]
+            )
         return np.einsum("fk,fni->kni", self.weights(scene), per_frame).ravel()
 
     def jvp(self, theta, dtheta, design, tangent, scene):
@@ -446,8 +454,10 @@ def pins_off_targets(scene, loss):
     """{frame: (n_pinned,) distances} of each position target's pinned vertices from where the
     scene holds the pins at that frame: a copy moved or turned as a whole poses them elsewhere."""
     pinned = scene.cloth.pinned
-    return {f: np.linalg.norm(target[pinned] - scene.pins_at(f * scene.substeps), axis=1)
-            for f, target in sorted(loss.targets.items())}
+    return {
+        f: np.linalg.norm(target[pinned] - scene.pins_at(f * scene.substeps), axis=1)
+        for f, target in sorted(loss.targets.items())
+    }
 
 
 def posed_pins(scene, loss, slack=1e-3):
@@ -517,9 +527,15 @@ class Design:
 
     def fields(self, theta):
         sc = self.base
-        design = {"k_tension": sc.cloth.k_tension, "k_bending": sc.cloth.k_bending, "x0": sc.x0.copy(),
-                  "v0": sc.v0, "forces": np.zeros((sc.steps, sc.cloth.n, 3)) if sc.forces is None else sc.forces,
-                  "pin_path": sc.pin_path, "friction": np.array([c.friction for c in sc.colliders])}
+        design = {
+            "k_tension": sc.cloth.k_tension,
+            "k_bending": sc.cloth.k_bending,
+            "x0": sc.x0.copy(),
+            "v0": sc.v0,
+            "forces": np.zeros((sc.steps, sc.cloth.n, 3)) if sc.forces is None else sc.forces,
+            "pin_path": sc.pin_path,
+            "friction": np.array([c.friction for c in sc.colliders]),
+        }
         for p, sl in zip(self.params, self.slices):
             p.apply(theta[sl], design, sc)
         return design
@@ -528,14 +544,18 @@ class Design:
         d = self.fields(theta) if design is None else design
         cloth = self.base.cloth.replace(k_tension=d["k_tension"], k_bending=d["k_bending"])
         forces = None if self.base.forces is None and not np.any(d["forces"]) else d["forces"]
-        colliders = [c if c.friction == mu else c.replace(friction=max(float(mu), 0.0))
-                     for c, mu in zip(self.base.colliders, d["friction"])]
-        return self.base.replace(cloth=cloth, x0=d["x0"], v0=d["v0"], forces=forces, pin_path=d["pin_path"],
-                                 colliders=colliders)
+        colliders = [
+            c if c.friction == mu else c.replace(friction=max(float(mu), 0.0))
+            for c, mu in zip(self.base.colliders, d["friction"])
+        ]
+        return self.base.replace(
+            cloth=cloth, x0=d["x0"], v0=d["v0"], forces=forces, pin_path=d["pin_path"], colliders=colliders
+        )
 
     def pullback(self, theta, grad, design):
-        return np.concatenate([p.pullback(theta[sl], grad, design, self.base)
-                               for p, sl in zip(self.params, self.slices)])
+        return np.concatenate(
+            [p.pullback(theta[sl], grad, design, self.base) for p, sl in zip(self.params, self.slices)]
+        )
 
     def regularizer(self, theta):
         value, grads = 0.0, []
@@ -546,8 +566,9 @@ class Design:
         return value, np.concatenate(grads)
 
     def regularizer_hess_vec(self, theta, dtheta):
-        return np.concatenate([p.regularizer_hess_vec(theta[sl], dtheta[sl], self.base)
-                               for p, sl in zip(self.params, self.slices)])
+        return np.concatenate(
+            [p.regularizer_hess_vec(theta[sl], dtheta[sl], self.base) for p, sl in zip(self.params, self.slices)]
+        )
 
     def jvp(self, theta, dtheta, design):
         """The design direction (fields as in `fields`, all present) of the θ-direction dtheta at

@@ -57,9 +57,25 @@ class Scene:
     0 for "newton", 1 mm for "linearized", whose step must not jump as contacts begin).
     """
 
-    def __init__(self, cloth, steps=100, dt=0.1, substeps=1, gravity=(0.0, 0.0, -9.81), colliders=(),
-                 contact_stiffness=1e5, contact_thickness=0.0, x0=None, v0=0.0, forces=None, pin_path=None,
-                 tol=1e-10, max_newton=500, solver="newton", contact_smoothing=None):
+    def __init__(
+        self,
+        cloth,
+        steps=100,
+        dt=0.1,
+        substeps=1,
+        gravity=(0.0, 0.0, -9.81),
+        colliders=(),
+        contact_stiffness=1e5,
+        contact_thickness=0.0,
+        x0=None,
+        v0=0.0,
+        forces=None,
+        pin_path=None,
+        tol=1e-10,
+        max_newton=500,
+        solver="newton",
+        contact_smoothing=None,
+    ):
         if not isinstance(cloth, Cloth):
             raise ValueError("cloth must be a core.Cloth")
         self.cloth = cloth
@@ -81,14 +97,12 @@ class Scene:
         self.colliders = list(colliders)
         for col in self.colliders:
             if col.n_poses() not in (1, self.steps + 1):
-                raise ValueError(f"a moving collider needs one pose per frame ({self.steps + 1}), "
-                                 f"got {col.n_poses()}")
+                raise ValueError(f"a moving collider needs one pose per frame ({self.steps + 1}), got {col.n_poses()}")
         self.contact_stiffness = float(contact_stiffness)
         self.contact_thickness = float(contact_thickness)
         self.x0 = _array(cloth.rest if x0 is None else x0, [(n, 3)], "x0")
         self.v0 = _array(v0, [(), (3,), (n, 3)], "v0")
-        self.forces = None if forces is None else _array(
-            forces, [(), (3,), (n, 3), (self.steps, n, 3)], "forces")
+        self.forces = None if forces is None else _array(forces, [(), (3,), (n, 3), (self.steps, n, 3)], "forces")
         npin = len(cloth.pinned)
         self.pin_path = None if pin_path is None else _array(pin_path, [(self.steps + 1, npin, 3)], "pin_path")
         self.tol, self.max_newton = float(tol), int(max_newton)
@@ -101,9 +115,24 @@ class Scene:
             raise ValueError(f"contact smoothing must be non-negative, got {contact_smoothing}")
         self.contact_smoothing = float(contact_smoothing)
 
-    _fields = ("cloth", "steps", "dt", "substeps", "gravity", "colliders", "contact_stiffness",
-               "contact_thickness", "x0", "v0", "forces", "pin_path", "tol", "max_newton", "solver",
-               "contact_smoothing")
+    _fields = (
+        "cloth",
+        "steps",
+        "dt",
+        "substeps",
+        "gravity",
+        "colliders",
+        "contact_stiffness",
+        "contact_thickness",
+        "x0",
+        "v0",
+        "forces",
+        "pin_path",
+        "tol",
+        "max_newton",
+        "solver",
+        "contact_smoothing",
+    )
 
     def replace(self, **changes):
         """A copy with some fields changed (validated like the constructor)."""

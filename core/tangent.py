@@ -39,9 +39,17 @@ def _direction(scene, direction):
     if unknown:
         raise ValueError(f"unknown design field(s) {', '.join(sorted(unknown))}; expected some of {', '.join(FIELDS)}")
     n, cloth = scene.cloth.n, scene.cloth
-    shapes = dict(k_tension=(cloth.n_tension,), k_bending=(cloth.n_bending,), x0=(n, 3), v0=(n, 3),
-                  forces=(scene.steps, n, 3), damping=(), contact_stiffness=(), friction=(len(scene.colliders),),
-                  pin_path=(scene.steps + 1, len(cloth.pinned), 3))
+    shapes = dict(
+        k_tension=(cloth.n_tension,),
+        k_bending=(cloth.n_bending,),
+        x0=(n, 3),
+        v0=(n, 3),
+        forces=(scene.steps, n, 3),
+        damping=(),
+        contact_stiffness=(),
+        friction=(len(scene.colliders),),
+        pin_path=(scene.steps + 1, len(cloth.pinned), 3),
+    )
     if direction.get("pin_path") is not None and scene.pin_path is None:
         raise ValueError("a pin_path direction needs a scene with a pin path (its pins sit at x0: use x0)")
     out = {}
@@ -64,11 +72,14 @@ def tangent(scene, traj, direction, lin=None):
     h, sub, ns, n = model.h, scene.substeps, scene.n_steps, scene.cloth.n
     free, pinned = model.free, model.pinned
     mf = model.mf[:, None]
+
     def pins_at(s):  # as Scene.pins_at: the pins sit at x0 unless the scene has a pin path
         return d["x0"][pinned] if scene.pin_path is None else at_step(d["pin_path"], s, sub)
 
     moving_pins = bool(np.any(d["x0"][pinned] if scene.pin_path is None else d["pin_path"]))
-    stiffness = bool(np.any(d["k_tension"]) or np.any(d["k_bending"]) or d["contact_stiffness"] or np.any(d["friction"]))
+    stiffness = bool(
+        np.any(d["k_tension"]) or np.any(d["k_bending"]) or d["contact_stiffness"] or np.any(d["friction"])
+    )
     dxs, dvs = np.zeros((ns + 1, n, 3)), np.zeros((ns + 1, n, 3))
     dxs[0] = d["x0"]
     dxs[0, pinned] = pins_at(0)
@@ -88,10 +99,15 @@ def tangent(scene, traj, direction, lin=None):
         if d["damping"]:
             push += d["damping"] * model.m[:, None] * traj.step_v[s + 1]
         rhs = (1 + h * model.c) * mf * dxs[s][free] + h * mf * dvs[s][free] - h * h * push[free]
-        if lin.linearized:  # x̂ = x + h·v + h²(g + u/m) moves with the control too
-            dxhat = dxs[s] + h * dvs[s] + h * h * d["forces"][s // sub] / model.m[:, None]
-            rhs += h * h * _own_matrix_change(lin, s, pt, dxhat, pinned_step if moving_pins else None,
-                                              d if stiffness else None)[free]
+        if lin.linearized:
+            dxhat = dxs[s] + h * dvs[s]
+            rhs += (
+                h
+                * h
+                * _own_matrix_change(lin, s, pt, dxhat, pinned_step if moving_pins else None, d if stiffness else None)[
+                    free
+                ]
+            )
         dxs[s + 1][free] = lin.solve(s, rhs.ravel()).reshape(-1, 3)
         dxs[s + 1][pinned] = pins_at(s + 1)
         dvs[s + 1] = (dxs[s + 1] - dxs[s]) / h
@@ -109,8 +125,10 @@ def _own_matrix_change(lin, s, pt, dxhat, pinned_step, d):
     whole = free_part if pinned_step is None else free_part + pinned_step
     delta = lin.delta(s)
     out = -potential.hess_vec(pt, free_part) - potential.third_tangent(pt, whole, delta)
-    out[free] += (model.system.matvec(lin.matrix(s), free_part[free].ravel()).reshape(-1, 3)
-                  - (1 + model.h * model.c) * model.mf[:, None] * free_part[free]) / model.h ** 2
+    out[free] += (
+        model.system.matvec(lin.matrix(s), free_part[free].ravel()).reshape(-1, 3)
+        - (1 + model.h * model.c) * model.mf[:, None] * free_part[free]
+    ) / model.h**2
     if d is not None:
         out -= potential.design_hess_tangent(pt, d["k_tension"], d["k_bending"], d["contact_stiffness"], delta)
     return out

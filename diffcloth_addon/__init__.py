@@ -28,8 +28,11 @@ def _stamp(*_args):
         properties.stamp(obj)
 
 
-_HANDLERS = ((bpy.app.handlers.load_pre, _end_runs), (bpy.app.handlers.load_post, _upgrade),
-             (bpy.app.handlers.save_pre, _stamp))
+_HANDLERS = (
+    (bpy.app.handlers.load_pre, _end_runs),
+    (bpy.app.handlers.load_post, _upgrade),
+    (bpy.app.handlers.save_pre, _stamp),
+)
 
 
 def register():

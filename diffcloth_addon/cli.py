@@ -31,28 +31,45 @@ class _Parser(argparse.ArgumentParser):
 
 
 def parser():
-    p = _Parser(prog="blender -b scene.blend -c diffcloth",
-                description="DiffCloth batch commands (keyframe-controlled cloth).")
+    p = _Parser(
+        prog="blender -b scene.blend -c diffcloth", description="DiffCloth batch commands (keyframe-controlled cloth)."
+    )
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    o = sub.add_parser("optimize", help="optimize the scene's cloth to its keyframed targets and bake it",
-                       description="Optimize the cloth's parameters (as set up in the scene's DiffCloth panel) "
-                                   "so it passes through its keyframed targets, bake the result to shape keys "
-                                   "and save.")
+    o = sub.add_parser(
+        "optimize",
+        help="optimize the scene's cloth to its keyframed targets and bake it",
+        description="Optimize the cloth's parameters (as set up in the scene's DiffCloth panel) "
+        "so it passes through its keyframed targets, bake the result to shape keys "
+        "and save.",
+    )
     o.add_argument("blend", nargs="?", help="the .blend to open (default: the file Blender opened)")
     o.add_argument("--cloth", help="name of the cloth object (needed when the scene has several)")
     o.add_argument("--max-iter", type=int, help="optimizer iterations at most (default: the scene's setting)")
-    o.add_argument("--stop-within", type=float, metavar="MM", help="stop once every target's mean distance is within "
-                   "this many mm (default: the scene's Stop Within)")
+    o.add_argument(
+        "--stop-within",
+        type=float,
+        metavar="MM",
+        help="stop once every target's mean distance is within this many mm (default: the scene's Stop Within)",
+    )
     o.add_argument("--output", help="save the optimized scene here (default: overwrite the opened .blend)")
     o.add_argument("--report", help="write a JSON report: loss history, optimized parameters, timings")
     o.add_argument("--preview", help="write a PNG contact sheet: targets (red) vs. result (blue), loss curve")
-    s = sub.add_parser("summary", prog="blender -b -c diffcloth summary", help="merge per-shot reports into one table",
-                       description="One row per shot (the report's file name): each key's mean (largest) distance, "
-                                   "iterations, time, exit code and status. Exit code 0 only if every shot succeeded.")
-    s.add_argument("reports", nargs="+", metavar="REPORT_OR_FOLDER",
-                   help="a report of optimize --report (a missing one shows as 'no report'), "
-                        "or a folder: its .json files")
-    s.add_argument("--output", type=_table_path, help="also write the table here: .md, .csv or .json (by its extension)")
+    s = sub.add_parser(
+        "summary",
+        prog="blender -b -c diffcloth summary",
+        help="merge per-shot reports into one table",
+        description="One row per shot (the report's file name): each key's mean (largest) distance, "
+        "iterations, time, exit code and status. Exit code 0 only if every shot succeeded.",
+    )
+    s.add_argument(
+        "reports",
+        nargs="+",
+        metavar="REPORT_OR_FOLDER",
+        help="a report of optimize --report (a missing one shows as 'no report'), or a folder: its .json files",
+    )
+    s.add_argument(
+        "--output", type=_table_path, help="also write the table here: .md, .csv or .json (by its extension)"
+    )
     return p
 
 
@@ -76,7 +93,7 @@ def _jsonable(value):
     arr = np.asarray(value)
     if arr.size <= 64:
         return arr.tolist()
-    return {"shape": list(arr.shape), "rms": float(np.sqrt(np.mean(arr ** 2))), "max_abs": float(np.abs(arr).max())}
+    return {"shape": list(arr.shape), "rms": float(np.sqrt(np.mean(arr**2))), "max_abs": float(np.abs(arr).max())}
 
 
 def optimize(args):
@@ -98,8 +115,14 @@ def optimize(args):
     context = bpy.context
     try:
         # headless, the file's saved selection is no choice: several cloths need --cloth
-        setup, job = operators.prepare(context, "optimize", args.cloth, args.max_iter, use_active=False,
-                                       within=args.stop_within and args.stop_within * 1e-3)
+        setup, job = operators.prepare(
+            context,
+            "optimize",
+            args.cloth,
+            args.max_iter,
+            use_active=False,
+            within=args.stop_within and args.stop_within * 1e-3,
+        )
         for warning in setup.warnings:
             print(f"diffcloth: warning: {warning}", flush=True)
         t_gather = time.perf_counter()
@@ -120,26 +143,47 @@ def optimize(args):
         if args.preview:
             traj = result.trajectory
             frames = sorted(setup.loss.targets)
-            preview.write(args.preview + ".tmp", [(f + setup.start, f, setup.loss.targets[f], traj.x[f]) for f in frames],
-                          setup.scene.cloth.tris, setup.scene.colliders,
-                          [result.initial_loss] + [h["loss"] for h in result.history])
+            preview.write(
+                args.preview + ".tmp",
+                [(f + setup.start, f, setup.loss.targets[f], traj.x[f]) for f in frames],
+                setup.scene.cloth.tris,
+                setup.scene.colliders,
+                [result.initial_loss] + [h["loss"] for h in result.history],
+            )
             pending.append((args.preview + ".tmp", args.preview))
         t_write = time.perf_counter()
         if args.report:
             report = {
-                "exit_code": 0, "blend": bpy.data.filepath, "output": os.path.abspath(output),
-                "cloth": setup.cloth_obj.name, "frames": [setup.start, setup.end], "targets": setup.target_frames,
+                "exit_code": 0,
+                "blend": bpy.data.filepath,
+                "output": os.path.abspath(output),
+                "cloth": setup.cloth_obj.name,
+                "frames": [setup.start, setup.end],
+                "targets": setup.target_frames,
                 "parameters": {k: _jsonable(v) for k, v in result.params.items()},
-                "initial_loss": result.initial_loss, "final_loss": result.loss,
-                "normalized_loss": result.normalized_loss, "reason": result.reason,
-                "iterations": len(result.history), "evaluations": result.evaluations,
-                "keyframes_mm": {f + setup.start: dict(zip(("mean_before", "largest_before", "mean_after",
-                                                             "largest_after"), np.round(np.array(d) * 1e3, 2).tolist()))
-                                 for f, d in result.keyframes.items()},
+                "initial_loss": result.initial_loss,
+                "final_loss": result.loss,
+                "normalized_loss": result.normalized_loss,
+                "reason": result.reason,
+                "iterations": len(result.history),
+                "evaluations": result.evaluations,
+                "keyframes_mm": {
+                    f + setup.start: dict(
+                        zip(
+                            ("mean_before", "largest_before", "mean_after", "largest_after"),
+                            np.round(np.array(d) * 1e3, 2).tolist(),
+                        )
+                    )
+                    for f, d in result.keyframes.items()
+                },
                 "max_control_g": result.scene.max_control_acceleration() / operators.G,
                 "history": result.history,
-                "timings_s": {"read_scene": t_gather - t0, "optimize": t_opt - t_gather,
-                              "write": t_write - t_opt, "total": time.perf_counter() - t0},
+                "timings_s": {
+                    "read_scene": t_gather - t0,
+                    "optimize": t_opt - t_gather,
+                    "write": t_write - t_opt,
+                    "total": time.perf_counter() - t0,
+                },
             }
             with open(args.report + ".tmp", "w") as f:
                 json.dump(report, f, indent=1)
@@ -156,21 +200,35 @@ def optimize(args):
 
 def _shot(path):
     """One shot's row, named after its report file; a missing or unreadable report is a failed row."""
-    row = {"shot": os.path.splitext(os.path.basename(path))[0], "keys_mm": {}, "iterations": None, "time_s": None,
-           "exit_code": None, "status": "no report", "report": os.path.abspath(path)}
+    row = {
+        "shot": os.path.splitext(os.path.basename(path))[0],
+        "keys_mm": {},
+        "iterations": None,
+        "time_s": None,
+        "exit_code": None,
+        "status": "no report",
+        "report": os.path.abspath(path),
+    }
     try:
         with open(path) as f:
             report = json.load(f)
-        code = (report.get("exit_code", 0 if "final_loss" in report else None)  # older reports: written on success only
-                if isinstance(report, dict) else None)
+        code = (
+            report.get("exit_code", 0 if "final_loss" in report else None)  # older reports: written on success only
+            if isinstance(report, dict)
+            else None
+        )
         if code is None:
             raise ValueError("not a DiffCloth report")
         row.update(exit_code=code, time_s=report.get("timings_s", {}).get("total"))
         if code != 0:
             return {**row, "status": f"failed: {report.get('error', 'no error given')}"}
         keys = {int(f): (d["mean_after"], d["largest_after"]) for f, d in report["keyframes_mm"].items()}
-        return {**row, "keys_mm": {f: keys[f] for f in sorted(keys)}, "iterations": report["iterations"],
-                "status": f"ok: {operators.reason_text(report['reason'])}"}
+        return {
+            **row,
+            "keys_mm": {f: keys[f] for f in sorted(keys)},
+            "iterations": report["iterations"],
+            "status": f"ok: {operators.reason_text(report['reason'])}",
+        }
     except FileNotFoundError:
         return row
     except (OSError, ValueError, KeyError, TypeError) as err:
@@ -180,27 +238,42 @@ def _shot(path):
 def _table(rows, fmt):
     def cells(row):
         keys = ", ".join(f"frame {f} {mean:.2f} ({largest:.2f})" for f, (mean, largest) in row["keys_mm"].items())
-        return [row["shot"], keys, "" if row["iterations"] is None else str(row["iterations"]),
-                "" if row["time_s"] is None else f"{row['time_s']:.1f}",
-                "" if row["exit_code"] is None else str(row["exit_code"]), row["status"]]
+        return [
+            row["shot"],
+            keys,
+            "" if row["iterations"] is None else str(row["iterations"]),
+            "" if row["time_s"] is None else f"{row['time_s']:.1f}",
+            "" if row["exit_code"] is None else str(row["exit_code"]),
+            row["status"],
+        ]
+
     head = ["shot", "keys: mean (largest) mm", "iterations", "time s", "exit code", "status"]
     if fmt == ".json":
-        return json.dumps({"shots": rows, "succeeded": sum(r["exit_code"] == 0 for r in rows), "total": len(rows)},
-                          indent=1) + "\n"
+        return (
+            json.dumps(
+                {"shots": rows, "succeeded": sum(r["exit_code"] == 0 for r in rows), "total": len(rows)}, indent=1
+            )
+            + "\n"
+        )
     if fmt == ".csv":
         out = io.StringIO()
         csv.writer(out, lineterminator="\n").writerows([head] + [cells(r) for r in rows])
         return out.getvalue()
-    return "".join("| " + " | ".join(c.replace("|", "\\|") for c in line) + " |\n"
-                   for line in [head, ["---"] * len(head)] + [cells(r) for r in rows])
+    return "".join(
+        "| " + " | ".join(c.replace("|", "\\|") for c in line) + " |\n"
+        for line in [head, ["---"] * len(head)] + [cells(r) for r in rows]
+    )
 
 
 def summary(args):
     paths, own = [], args.output and os.path.abspath(args.output)
     for path in args.reports:
         if os.path.isdir(path):
-            found = sorted(p for p in (os.path.join(path, n) for n in os.listdir(path) if n.lower().endswith(".json"))
-                           if os.path.abspath(p) != own)
+            found = sorted(
+                p
+                for p in (os.path.join(path, n) for n in os.listdir(path) if n.lower().endswith(".json"))
+                if os.path.abspath(p) != own
+            )
             if not found:
                 raise JobError(f"no .json reports in the folder '{path}'")
             paths += found
@@ -219,8 +292,10 @@ def summary(args):
             raise JobError(f"cannot write the summary: {err}") from None
     failed = [r["shot"] for r in rows if r["exit_code"] != 0]
     if failed:
-        print(f"diffcloth: error: {len(failed)} of {len(rows)} shots failed or have no report: {', '.join(failed)}",
-              file=sys.stderr)
+        print(
+            f"diffcloth: error: {len(failed)} of {len(rows)} shots failed or have no report: {', '.join(failed)}",
+            file=sys.stderr,
+        )
     return 1 if failed else 0
 
 
@@ -239,8 +314,16 @@ def execute(argv):
             blend = os.path.abspath(args.blend) if args.blend else bpy.data.filepath
             try:
                 with open(args.report + ".tmp", "w") as f:
-                    json.dump({"exit_code": 1, "error": str(err), "blend": blend,
-                               "timings_s": {"total": time.perf_counter() - t0}}, f, indent=1)
+                    json.dump(
+                        {
+                            "exit_code": 1,
+                            "error": str(err),
+                            "blend": blend,
+                            "timings_s": {"total": time.perf_counter() - t0},
+                        },
+                        f,
+                        indent=1,
+                    )
                 os.replace(args.report + ".tmp", args.report)
             except OSError:
                 pass  # its folder is what failed: the line above says so

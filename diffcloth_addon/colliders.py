@@ -18,9 +18,16 @@ FRICTION_SCALE = 0.01
 def collision_objects(scene, cloth_obj):
     """The scene's Collision-physics meshes that collide with cloth_obj (the Sphere and Plane
     roles collide as themselves, never twice)."""
-    return [o for o in scene.objects
-            if o.type == "MESH" and o is not cloth_obj and o.diffcloth.role == "NONE" and o.collision is not None
-            and o.collision.use and any(m.type == "COLLISION" and m.show_viewport for m in o.modifiers)]
+    return [
+        o
+        for o in scene.objects
+        if o.type == "MESH"
+        and o is not cloth_obj
+        and o.diffcloth.role == "NONE"
+        and o.collision is not None
+        and o.collision.use
+        and any(m.type == "COLLISION" and m.show_viewport for m in o.modifiers)
+    ]
 
 
 class MeshReader:
@@ -32,8 +39,10 @@ class MeshReader:
 
     def read(self, verts, frame):
         if len(verts) != (len(self.poses[0]) if self.poses else len(verts)):
-            raise self.error(f"collider '{self.obj.name}': its vertex count changes from {len(self.poses[0])} to "
-                             f"{len(verts)} at frame {frame} (a modifier such as Remesh or Boolean?): apply it first")
+            raise self.error(
+                f"collider '{self.obj.name}': its vertex count changes from {len(self.poses[0])} to "
+                f"{len(verts)} at frame {frame} (a modifier such as Remesh or Boolean?): apply it first"
+            )
         if not np.isfinite(verts).all():
             raise self.error(f"collider '{self.obj.name}' has a NaN or infinite vertex at frame {frame}")
         self.poses.append(verts)
@@ -50,9 +59,15 @@ class MeshReader:
         if not good.any():
             raise self.error(f"collider '{self.obj.name}': every face is degenerate (zero area)")
         if not good.all():
-            self.warnings.append(f"collider '{self.obj.name}': {int((~good).sum())} degenerate face(s) of zero area "
-                                 "left out")
+            self.warnings.append(
+                f"collider '{self.obj.name}': {int((~good).sum())} degenerate face(s) of zero area left out"
+            )
         settings = self.obj.collision
         still = np.allclose(poses, rest, rtol=0, atol=1e-9)
-        return dc.MeshCollider(rest if still else poses, self.tris[good], thickness=settings.thickness_outer,
-                               friction=settings.cloth_friction * FRICTION_SCALE, one_sided=settings.use_culling)
+        return dc.MeshCollider(
+            rest if still else poses,
+            self.tris[good],
+            thickness=settings.thickness_outer,
+            friction=settings.cloth_friction * FRICTION_SCALE,
+            one_sided=settings.use_culling,
+        )

@@ -50,7 +50,9 @@ def find_cloth(scene, name=None, active=None):
     if not cloths:
         raise InputError(NO_CLOTH)
     if len(cloths) > 1:
-        raise InputError(f"several cloths ({', '.join(o.name for o in cloths)}): make one active, or name one (--cloth NAME)")
+        raise InputError(
+            f"several cloths ({', '.join(o.name for o in cloths)}): make one active, or name one (--cloth NAME)"
+        )
     obj = cloths[0]
     if obj.type != "MESH":
         raise InputError(f"'{obj.name}' is marked as cloth but is a {obj.type.lower()}, not a mesh")
@@ -71,8 +73,12 @@ def action_fcurves(anim_data):
 
 def action_frames(anim_data, keep=None):
     """Keyframe frames of an animation data block (of the F-curves whose data path keep(path) accepts)."""
-    return {int(round(k.co[0])) for fc in action_fcurves(anim_data)
-            if keep is None or keep(fc.data_path) for k in fc.keyframe_points}
+    return {
+        int(round(k.co[0]))
+        for fc in action_fcurves(anim_data)
+        if keep is None or keep(fc.data_path)
+        for k in fc.keyframe_points
+    }
 
 
 # an object's F-curves that can pose a target: not its visibility, display or custom properties
@@ -86,22 +92,29 @@ def keyed_frames(obj):
         frames |= action_frames(obj.data.animation_data)
         if obj.data.shape_keys is not None:
             # DiffCloth's own bake keys no pose: a copy of a baked cloth (Shift+D) carries them
-            frames |= action_frames(obj.data.shape_keys.animation_data,
-                                    lambda path: not path.startswith(f'key_blocks["{BAKE_PREFIX}'))
+            frames |= action_frames(
+                obj.data.shape_keys.animation_data, lambda path: not path.startswith(f'key_blocks["{BAKE_PREFIX}')
+            )
     return frames
 
 
 def nla_animated(obj):
     """Whether NLA strips animate obj, its mesh or shape keys: keys DiffCloth does not read as poses."""
     blocks = [obj] + ([obj.data, obj.data.shape_keys] if obj.type == "MESH" else [])
-    return any(not track.mute and not strip.mute and strip.action is not None for b in blocks
-               if b is not None and b.animation_data is not None for track in b.animation_data.nla_tracks
-               for strip in track.strips)
+    return any(
+        not track.mute and not strip.mute and strip.action is not None
+        for b in blocks
+        if b is not None and b.animation_data is not None
+        for track in b.animation_data.nla_tracks
+        for strip in track.strips
+    )
 
 
 def nla_message(obj):
-    return (f"target '{obj.name}' is animated by NLA strips, whose keyframes DiffCloth does not read as poses: key "
-            "its poses in its own action (take them out of the NLA, or edit the strip with Tab)")
+    return (
+        f"target '{obj.name}' is animated by NLA strips, whose keyframes DiffCloth does not read as poses: key "
+        "its poses in its own action (take them out of the NLA, or edit the strip with Tab)"
+    )
 
 
 class _OwnKeysMuted:
@@ -180,8 +193,10 @@ def evaluated(obj, depsgraph):
 
 
 def not_evaluated_message(what, obj):
-    return (f"{what} '{obj.name}' is disabled in viewports or in an excluded collection, so Blender does not "
-            "evaluate its animation, parents and modifiers: enable it for the run (hiding it with H is fine)")
+    return (
+        f"{what} '{obj.name}' is disabled in viewports or in an excluded collection, so Blender does not "
+        "evaluate its animation, parents and modifiers: enable it for the run (hiding it with H is fine)"
+    )
 
 
 def scale_text(mw):
@@ -211,29 +226,37 @@ def collider_pose(obj, role, frame):
         else:
             raise InputError(f"sphere collider '{obj.name}' must be a mesh or an empty")
         if not radius > 0:
-            raise InputError(f"sphere collider '{obj.name}' has no size at frame {frame} (scale {scale_text(mw)}): "
-                             "give it a size, or set its Role to None")
+            raise InputError(
+                f"sphere collider '{obj.name}' has no size at frame {frame} (scale {scale_text(mw)}): "
+                "give it a size, or set its Role to None"
+            )
         off = float(np.linalg.norm(lin @ (local.max(axis=0) + local.min(axis=0)) / 2)) if local is not None else 0.0
         if off > 0.25 * radius:
-            raise InputError(f"sphere collider '{obj.name}': its vertices are centred {off:.3g} m from its origin at "
-                             f"frame {frame}, and DiffCloth's sphere is centred on the origin (location applied?): set "
-                             "its origin to its geometry (Object › Set Origin)")
+            raise InputError(
+                f"sphere collider '{obj.name}': its vertices are centred {off:.3g} m from its origin at "
+                f"frame {frame}, and DiffCloth's sphere is centred on the origin (location applied?): set "
+                "its origin to its geometry (Object › Set Origin)"
+            )
         return mw[:3, 3].copy(), radius
     # the normal of the object's XY plane, which stays defined when the Z scale is 0; on the local Z side
     normal = np.cross(lin[:, 0], lin[:, 1])
     length = float(np.linalg.norm(normal))
     if not length > 1e-12 * max(float(np.abs(lin).max()) ** 2, 1e-300):
-        raise InputError(f"plane collider '{obj.name}' is flattened to a line or a point at frame {frame} "
-                         f"(scale {scale_text(mw)}): its normal is undefined; give it an X and Y scale")
+        raise InputError(
+            f"plane collider '{obj.name}' is flattened to a line or a point at frame {frame} "
+            f"(scale {scale_text(mw)}): its normal is undefined; give it an X and Y scale"
+        )
     if normal @ lin[:, 2] < 0:
         normal = -normal
     normal = normal / length
     world = local @ lin.T if local is not None and len(local) else np.zeros((1, 3))
     off = float(np.abs(world @ normal).max())
     if off > 1e-3 * float(np.ptp(world, axis=0).max()):
-        raise InputError(f"plane collider '{obj.name}': its vertices lie up to {off:.3g} m off DiffCloth's plane "
-                         f"(through its origin, along its local X and Y) at frame {frame} (location or rotation "
-                         "applied, or not a flat plane?): set its origin and rotation to the surface's")
+        raise InputError(
+            f"plane collider '{obj.name}': its vertices lie up to {off:.3g} m off DiffCloth's plane "
+            f"(through its origin, along its local X and Y) at frame {frame} (location or rotation "
+            "applied, or not a flat plane?): set its origin and rotation to the surface's"
+        )
     return mw[:3, 3].copy(), normal
 
 
@@ -248,18 +271,27 @@ def check_undeformed(obj, local_co, frame):
     mesh = obj.data
     basis = np.empty(len(mesh.vertices) * 3)
     mesh.vertices.foreach_get("co", basis)
-    moved = len(local_co) != len(mesh.vertices) or not np.allclose(local_co, basis.reshape(-1, 3), rtol=0,
-                                                                      atol=1e-6 * max(np.ptp(basis), 1e-3))
+    moved = len(local_co) != len(mesh.vertices) or not np.allclose(
+        local_co, basis.reshape(-1, 3), rtol=0, atol=1e-6 * max(np.ptp(basis), 1e-3)
+    )
     if not moved:
         return
     culprits = [f"modifier '{m.name}'" for m in obj.modifiers if m.show_viewport or m.show_render]
     if mesh.shape_keys is not None:
-        culprits += [f"shape key '{b.name}'" for b in mesh.shape_keys.key_blocks[1:]
-                     if not b.name.startswith(BAKE_PREFIX) and not b.mute and b.value != 0]
-    what = (f"its vertex count ({len(mesh.vertices)} → {len(local_co)})" if len(local_co) != len(mesh.vertices)
-            else "its shape")
-    raise InputError(f"cloth '{obj.name}': {', '.join(culprits) or 'something'} change(s) {what} at frame {frame}; "
-                     "DiffCloth bakes under the modifiers, so apply or disable them first")
+        culprits += [
+            f"shape key '{b.name}'"
+            for b in mesh.shape_keys.key_blocks[1:]
+            if not b.name.startswith(BAKE_PREFIX) and not b.mute and b.value != 0
+        ]
+    what = (
+        f"its vertex count ({len(mesh.vertices)} → {len(local_co)})"
+        if len(local_co) != len(mesh.vertices)
+        else "its shape"
+    )
+    raise InputError(
+        f"cloth '{obj.name}': {', '.join(culprits) or 'something'} change(s) {what} at frame {frame}; "
+        "DiffCloth bakes under the modifiers, so apply or disable them first"
+    )
 
 
 # Blender's own simulations, which would run on top of DiffCloth's bake
@@ -271,28 +303,38 @@ def check_cloth_object(obj):
     Mode, no shape key shown alone in place of the bake, not linked from a library."""
     for m in obj.modifiers:
         if m.type in BLENDER_PHYSICS and (m.show_viewport or m.show_render):
-            raise InputError(f"cloth '{obj.name}' also has Blender's own {BLENDER_PHYSICS[m.type]} physics "
-                             f"(modifier '{m.name}'), which would simulate on top of DiffCloth's bake: remove it "
-                             "(Properties › Physics)")
+            raise InputError(
+                f"cloth '{obj.name}' also has Blender's own {BLENDER_PHYSICS[m.type]} physics "
+                f"(modifier '{m.name}'), which would simulate on top of DiffCloth's bake: remove it "
+                "(Properties › Physics)"
+            )
     if obj.mode == "EDIT":
-        raise InputError(f"cloth '{obj.name}' is in Edit Mode, whose edits are not in its mesh yet and which would "
-                         "overwrite the bake on leaving it: switch to Object Mode first")
+        raise InputError(
+            f"cloth '{obj.name}' is in Edit Mode, whose edits are not in its mesh yet and which would "
+            "overwrite the bake on leaving it: switch to Object Mode first"
+        )
     if obj.show_only_shape_key:
-        raise InputError(f"cloth '{obj.name}' has Shape Key Lock on (the pin under Object Data › Shape Keys), which "
-                         "shows one shape key alone instead of the bake: turn it off")
+        raise InputError(
+            f"cloth '{obj.name}' has Shape Key Lock on (the pin under Object Data › Shape Keys), which "
+            "shows one shape key alone instead of the bake: turn it off"
+        )
     library = obj.library or obj.data.library
     if library is not None:  # written into in memory, but not saved with this file
-        raise InputError(f"cloth '{obj.name}'{'' if obj.library else ' has a mesh that'} is linked from "
-                         f"'{library.filepath}', so this file would not keep its bake: make it local (Object › "
-                         "Relations › Make Local › Selected Objects and Data)")
+        raise InputError(
+            f"cloth '{obj.name}'{'' if obj.library else ' has a mesh that'} is linked from "
+            f"'{library.filepath}', so this file would not keep its bake: make it local (Object › "
+            "Relations › Make Local › Selected Objects and Data)"
+        )
 
 
 def check_transform(obj, mw, frame):
     """The cloth's world matrix must be invertible: every frame is baked into the cloth's own space."""
     sv = np.linalg.svd(mw[:3, :3], compute_uv=False) if np.isfinite(mw).all() else np.zeros(3)
     if not sv[-1] > 1e-9 * sv[0]:
-        raise InputError(f"cloth '{obj.name}' has a zero scale at frame {frame} (scale {scale_text(mw)}): DiffCloth "
-                         "bakes every frame into the cloth's own space, which needs a scale other than 0")
+        raise InputError(
+            f"cloth '{obj.name}' has a zero scale at frame {frame} (scale {scale_text(mw)}): DiffCloth "
+            "bakes every frame into the cloth's own space, which needs a scale other than 0"
+        )
 
 
 def not_ready(scene, kind):
@@ -330,10 +372,12 @@ def pin_warnings(settings, scene, loss, cloth, target_names, start):
     for f, off in dc.pins_off_targets(scene, loss).items():
         worst = float(off.max()) if len(off) else 0.0
         if worst > PIN_SLACK:
-            out.append(f"target '{target_names[f]}' at frame {f + start} moves pinned vertices of '{cloth}' by up to "
-                       f"{worst * 100:.1f} cm: pins follow the cloth object, so they and the cloth around them cannot "
-                       "reach that pose (use Control Forces with Move Pins, leave the pinned vertices in place, "
-                       "animate the cloth object, or unpin them)")
+            out.append(
+                f"target '{target_names[f]}' at frame {f + start} moves pinned vertices of '{cloth}' by up to "
+                f"{worst * 100:.1f} cm: pins follow the cloth object, so they and the cloth around them cannot "
+                "reach that pose (use Control Forces with Move Pins, leave the pinned vertices in place, "
+                "animate the cloth object, or unpin them)"
+            )
     return out
 
 
@@ -341,8 +385,9 @@ def build_cloth(cs, verts, tris, pins):
     """The core Cloth of a cloth's settings: a fabric in physical units, or springs (older files)."""
     if cs.model == "FABRIC":
         return dc.Fabric(cs.density, cs.stretch, cs.bending, cs.damping).cloth(verts, tris, pinned=pins)
-    return dc.Cloth(verts, tris, mass=cs.mass, k_tension=cs.tension, k_bending=cs.bending, damping=cs.damping,
-                    pinned=pins)
+    return dc.Cloth(
+        verts, tris, mass=cs.mass, k_tension=cs.tension, k_bending=cs.bending, damping=cs.damping, pinned=pins
+    )
 
 
 def tension_setting(cs):
@@ -356,8 +401,10 @@ def _read_cloth(cloth_obj, cs, depsgraph, start):
     local_co, mw = evaluated_coords(cloth_obj, depsgraph)
     bad = ~np.isfinite(local_co).all(axis=1)
     if bad.any():
-        raise InputError(f"cloth '{name}': vertex {int(np.argmax(bad))} has a NaN or infinite coordinate "
-                         f"({int(bad.sum())} such vertices)")
+        raise InputError(
+            f"cloth '{name}': vertex {int(np.argmax(bad))} has a NaN or infinite coordinate "
+            f"({int(bad.sum())} such vertices)"
+        )
     check_undeformed(cloth_obj, local_co, start)
     tris, faces, loose_edges = mesh_topology(cloth_obj, depsgraph)
     if len(tris) == 0:
@@ -368,8 +415,10 @@ def _read_cloth(cloth_obj, cs, depsgraph, start):
     if cs.pin_group:
         pins = np.flatnonzero(group_weights(cloth_obj, cs.pin_group, depsgraph) > 0.5)
         if len(pins) == 0:
-            raise InputError(f"pin group '{cs.pin_group}' of cloth '{name}' has no vertex with a weight above 0.5: "
-                             "assign the vertices to pin, or clear Pin Group")
+            raise InputError(
+                f"pin group '{cs.pin_group}' of cloth '{name}' has no vertex with a weight above 0.5: "
+                "assign the vertices to pin, or clear Pin Group"
+            )
         if len(pins) == len(local_co):
             raise InputError(f"every vertex of '{name}' is pinned (pin group '{cs.pin_group}'): nothing to simulate")
     return to_world(local_co, mw), tris, faces, local_co, pins
@@ -386,20 +435,28 @@ def _check_start(core_scene, cloth_name, colliders, start):
     for obj, count, close in zip(colliders, inside, near):
         kind = {"PLANE": "plane", "SPHERE": "sphere"}.get(obj.diffcloth.role, "mesh")
         if count and kind == "mesh":
-            raise InputError(f"cloth '{cloth_name}' starts inside collider '{obj.name}' ({count} of {len(x0)} vertices "
-                             f"at frame {start}; it is Single Sided, so its faces' normals say what is inside): move "
-                             "the cloth out, or flip the collider's normals")
+            raise InputError(
+                f"cloth '{cloth_name}' starts inside collider '{obj.name}' ({count} of {len(x0)} vertices "
+                f"at frame {start}; it is Single Sided, so its faces' normals say what is inside): move "
+                "the cloth out, or flip the collider's normals"
+            )
         if count and kind == "plane":
-            raise InputError(f"cloth '{cloth_name}' starts behind plane collider '{obj.name}' ({count} of {len(x0)} "
-                             f"vertices at frame {start}): a plane pushes along its normal (its local Z axis), which "
-                             "points away from the cloth here; turn the plane over or move the cloth in front of it")
+            raise InputError(
+                f"cloth '{cloth_name}' starts behind plane collider '{obj.name}' ({count} of {len(x0)} "
+                f"vertices at frame {start}): a plane pushes along its normal (its local Z axis), which "
+                "points away from the cloth here; turn the plane over or move the cloth in front of it"
+            )
         if count:
-            raise InputError(f"cloth '{cloth_name}' starts inside sphere collider '{obj.name}' ({count} of {len(x0)} "
-                             f"vertices at frame {start}): move them apart")
+            raise InputError(
+                f"cloth '{cloth_name}' starts inside sphere collider '{obj.name}' ({count} of {len(x0)} "
+                f"vertices at frame {start}): move them apart"
+            )
         if close:
-            raise InputError(f"cloth '{cloth_name}' starts closer to {kind} collider '{obj.name}' than its Thickness "
-                             f"({thickness:g} m; {close} of {len(x0)} vertices at frame {start}), which would fling it "
-                             "away: lower the Thickness or move them apart")
+            raise InputError(
+                f"cloth '{cloth_name}' starts closer to {kind} collider '{obj.name}' than its Thickness "
+                f"({thickness:g} m; {close} of {len(x0)} vertices at frame {start}), which would fling it "
+                "away: lower the Thickness or move them apart"
+            )
 
 
 def _loss(targets, target_pos, start, depsgraph_get, n):
@@ -418,8 +475,9 @@ def _loss(targets, target_pos, start, depsgraph_get, n):
             nothing[f"'{name}' at frame {f}"] = "Weight 0, or a Weight Group of zero weights"
     if len(nothing) == len(target_pos):
         raise InputError("every target counts for nothing: " + ", ".join(f"{k} ({why})" for k, why in nothing.items()))
-    loss = dc.KeyframeLoss({f - start: pos for f, (_, pos) in target_pos.items()}, weights=weights,
-                           vertex_weights=vertex_weights or None)
+    loss = dc.KeyframeLoss(
+        {f - start: pos for f, (_, pos) in target_pos.items()}, weights=weights, vertex_weights=vertex_weights or None
+    )
     return loss, [f"target {k} counts for nothing ({why})" for k, why in nothing.items()]
 
 
@@ -434,8 +492,10 @@ def gather(context, cloth_name=None, need_targets=True, use_active=True):
     name = cloth_obj.name
     sharing = [f"'{o.name}'" for o in scene.objects if o.data == cloth_obj.data and o != cloth_obj]
     if sharing:
-        raise InputError(f"cloth '{name}' shares its mesh with {', '.join(sharing)} (a linked duplicate, Alt+D), which "
-                         "the bake would move too: make it single-user (Object › Relations › Make Single User)")
+        raise InputError(
+            f"cloth '{name}' shares its mesh with {', '.join(sharing)} (a linked duplicate, Alt+D), which "
+            "the bake would move too: make it single-user (Object › Relations › Make Single User)"
+        )
     start, end = frame_range(scene)
     if end <= start:
         raise InputError(f"the frame range {start}-{end} is empty")
@@ -445,8 +505,10 @@ def gather(context, cloth_name=None, need_targets=True, use_active=True):
         if owner is not None and (owner.type != "MESH" or owner.diffcloth.role != "CLOTH"):
             raise InputError(f"target '{t.name}' poses '{owner.name}', which is not marked as Cloth")
         if owner is not None and scene.objects.get(owner.name) != owner:  # deleted, but held by the pointer
-            raise InputError(f"target '{t.name}' poses '{owner.name}', which is not in this scene: set its Cloth, "
-                             "or clear it to pose the scene's only cloth")
+            raise InputError(
+                f"target '{t.name}' poses '{owner.name}', which is not in this scene: set its Cloth, "
+                "or clear it to pose the scene's only cloth"
+            )
     others = [t for t in targets if t.diffcloth.cloth not in (None, cloth_obj)]
     targets = [t for t in targets if t.diffcloth.cloth in (None, cloth_obj)]
     target_frames = {o.name: sorted(keyed_frames(o)) for o in targets}
@@ -473,8 +535,10 @@ def gather(context, cloth_name=None, need_targets=True, use_active=True):
                 raise InputError(not_evaluated_message("cloth", cloth_obj))
             for group in (colliders, meshes):
                 for o in [o for o in group if not evaluated(o, depsgraph)]:
-                    warnings.append(f"collider '{o.name}' is disabled in viewports or in an excluded collection: "
-                                    "ignored, as by Blender's own physics")
+                    warnings.append(
+                        f"collider '{o.name}' is disabled in viewports or in an excluded collection: "
+                        "ignored, as by Blender's own physics"
+                    )
                     group.remove(o)
             readers = [MeshReader(o, mesh_topology(o, depsgraph)[0], InputError) for o in meshes]
             for t in targets:
@@ -514,9 +578,11 @@ def gather(context, cloth_name=None, need_targets=True, use_active=True):
         scene.frame_set(original_frame)
 
     if need_targets and not targets and others:
-        raise InputError(f"no targets pose cloth '{name}' ("
-                         + ", ".join(f"'{t.name}' poses '{t.diffcloth.cloth.name}'" for t in others)
-                         + "): set a target's Cloth to it, or run the cloth they pose")
+        raise InputError(
+            f"no targets pose cloth '{name}' ("
+            + ", ".join(f"'{t.name}' poses '{t.diffcloth.cloth.name}'" for t in others)
+            + "): set a target's Cloth to it, or run the cloth they pose"
+        )
     if need_targets and not target_pos:
         raise InputError(NO_KEYS if targets else NO_TARGETS)
     built = []
@@ -530,20 +596,34 @@ def gather(context, cloth_name=None, need_targets=True, use_active=True):
     pin_path = _constant(np.array(pin_path)) if len(pins) else None
     if pin_path is not None and pin_path.ndim == 2:
         pin_path = None  # static pins stay where the mesh has them
-    core_scene = dc.Scene(cloth, steps=end - start, dt=frame_time(scene), substeps=cs.substeps,
-                          colliders=built, contact_stiffness=cs.contact_stiffness, contact_thickness=cs.thickness,
-                          pin_path=pin_path, solver=cs.solver.lower())
+    core_scene = dc.Scene(
+        cloth,
+        steps=end - start,
+        dt=frame_time(scene),
+        substeps=cs.substeps,
+        colliders=built,
+        contact_stiffness=cs.contact_stiffness,
+        contact_thickness=cs.thickness,
+        pin_path=pin_path,
+        solver=cs.solver.lower(),
+    )
     _check_start(core_scene, name, colliders + meshes, start)
     loss = None
     if target_pos:
         loss, zero = _loss(targets, target_pos, start, context.evaluated_depsgraph_get, cloth.n)
         warnings += zero
     names = {f - start: t for f, (t, _) in target_pos.items()}
-    return Setup(cloth_obj=cloth_obj, scene=core_scene, loss=loss, start=start, end=end,
-                 matrices=np.array(matrices),
-                 warnings=warnings + pin_warnings(settings, core_scene, loss, name, names, start),
-                 posed_pins=dc.posed_pins(core_scene, loss, PIN_SLACK) if loss else np.zeros(0, np.int64),
-                 target_frames=target_frames)
+    return Setup(
+        cloth_obj=cloth_obj,
+        scene=core_scene,
+        loss=loss,
+        start=start,
+        end=end,
+        matrices=np.array(matrices),
+        warnings=warnings + pin_warnings(settings, core_scene, loss, name, names, start),
+        posed_pins=dc.posed_pins(core_scene, loss, PIN_SLACK) if loss else np.zeros(0, np.int64),
+        target_frames=target_frames,
+    )
 
 
 def params_from_settings(settings, setup):
@@ -560,8 +640,12 @@ def params_from_settings(settings, setup):
     strength, change = (dc.weight_for_distance(d) for d in (settings.force_strength, settings.force_change))
     dt = setup.scene.dt
     if settings.opt_forces and settings.force_basis == "KEYS":
-        keyed = dc.KeyedForces(settings.force_key_spacing, strength, change,
-                               move_pins=setup.posed_pins if settings.force_move_pins else False)
+        keyed = dc.KeyedForces(
+            settings.force_key_spacing,
+            strength,
+            change,
+            move_pins=setup.posed_pins if settings.force_move_pins else False,
+        )
         try:
             keyed.size(setup.scene)
         except ValueError as err:
@@ -593,9 +677,14 @@ def apply_stored_result(setup):
     stored = setup.cloth_obj.get(RESULT_KEY)
     sc = setup.scene
     cloth, n, steps = sc.cloth, sc.cloth.n, sc.steps
-    stiffness = {k: v for k, v in (("k_tension", stored_array(stored, "k_tension", cloth.n_tension)),
-                                   ("k_bending", stored_array(stored, "k_bending", cloth.n_bending)))
-                 if v is not None}
+    stiffness = {
+        k: v
+        for k, v in (
+            ("k_tension", stored_array(stored, "k_tension", cloth.n_tension)),
+            ("k_bending", stored_array(stored, "k_bending", cloth.n_bending)),
+        )
+        if v is not None
+    }
     changes = {"cloth": cloth.replace(**stiffness)} if stiffness else {}
     v0 = stored_array(stored, "v0", n * 3)
     if v0 is not None:
@@ -610,17 +699,26 @@ def apply_stored_result(setup):
         changes["solver"] = stored.get("solver", OPTIMIZE_SOLVER)
     # what no longer fits the mesh, pins or frames and would have made a difference is named
     own = {"k_tension": setup.cloth_obj.diffcloth.tension, "k_bending": setup.cloth_obj.diffcloth.bending}
-    unused = [what for key, what, used in (("k_tension", "tension", "k_tension" in stiffness),
-                                           ("k_bending", "bending", "k_bending" in stiffness),
-                                           ("v0", "initial velocities", v0 is not None),
-                                           ("forces", "control forces", forces is not None),
-                                           ("pin_offset", "moved pins", offset is not None))
-              if stored and key in stored and not used and (
-                  key not in own or uniform(stored, key) is None or not np.isclose(uniform(stored, key), own[key]))
-              and (key != "v0" or np.any(stored_array(stored, key, len(stored[key]))))]
+    unused = [
+        what
+        for key, what, used in (
+            ("k_tension", "tension", "k_tension" in stiffness),
+            ("k_bending", "bending", "k_bending" in stiffness),
+            ("v0", "initial velocities", v0 is not None),
+            ("forces", "control forces", forces is not None),
+            ("pin_offset", "moved pins", offset is not None),
+        )
+        if stored
+        and key in stored
+        and not used
+        and (key not in own or uniform(stored, key) is None or not np.isclose(uniform(stored, key), own[key]))
+        and (key != "v0" or np.any(stored_array(stored, key, len(stored[key]))))
+    ]
     if unused:
-        setup.warnings.append(f"the optimization stored on '{setup.cloth_obj.name}' no longer fits its mesh, pins or "
-                              f"frame range: its {', '.join(unused)} are left out (Optimize again, or Discard Result)")
+        setup.warnings.append(
+            f"the optimization stored on '{setup.cloth_obj.name}' no longer fits its mesh, pins or "
+            f"frame range: its {', '.join(unused)} are left out (Optimize again, or Discard Result)"
+        )
     return sc.replace(**changes) if changes else sc
 
 
@@ -656,12 +754,18 @@ def store_result(setup, result):
     """Keep the optimized design on the cloth, apart from the artist's settings (Apply copies the
     stiffness over): arrays as Blender's compact double arrays, saved in the .blend."""
     sc = result.scene
-    stored = {"k_tension": sc.cloth.k_tension, "k_bending": sc.cloth.k_bending, "v0": sc.v0.ravel(),
-              "solver": sc.solver,
-              # the tension setting that gives the optimized springs, where one does (they scale together)
-              "tension_setting": tension_value(setup, sc.cloth.k_tension),
-              "loss": float(result.loss),
-              "initial_loss": float(result.initial_loss), "iterations": len(result.history), "reason": result.reason}
+    stored = {
+        "k_tension": sc.cloth.k_tension,
+        "k_bending": sc.cloth.k_bending,
+        "v0": sc.v0.ravel(),
+        "solver": sc.solver,
+        # the tension setting that gives the optimized springs, where one does (they scale together)
+        "tension_setting": tension_value(setup, sc.cloth.k_tension),
+        "loss": float(result.loss),
+        "initial_loss": float(result.initial_loss),
+        "iterations": len(result.history),
+        "reason": result.reason,
+    }
     if sc.forces is not None:
         stored["forces"] = sc.forces.ravel()
     if sc.pin_path is not None:  # moved pins, as offsets from the cloth object's own path

@@ -28,8 +28,12 @@ def prepare(context, kind, cloth_name=None, max_iter=None, use_active=True, with
         scene = scene.replace(solver=convert.OPTIMIZE_SOLVER)
     job = {"kind": kind, "scene": scene, "guess": convert.stored_motion(setup, scene)}
     if kind == "optimize":
-        job.update(loss=setup.loss, params=convert.params_from_settings(settings, setup),
-                   max_iter=max_iter or settings.max_iterations, within=within or settings.stop_within or None)
+        job.update(
+            loss=setup.loss,
+            params=convert.params_from_settings(settings, setup),
+            max_iter=max_iter or settings.max_iterations,
+            within=within or settings.stop_within or None,
+        )
     return setup, job
 
 
@@ -59,8 +63,10 @@ def finish(context, setup, run):
 
 def progress_text(setup, info):
     """One optimization iteration as the artist reads it: loss and each key's distances in mm."""
-    keys = "".join(f", frame {int(f) + setup.start} {d[0] * 1e3:.1f} mm (largest {d[1] * 1e3:.1f})"
-                   for f, d in sorted(info.get("distances", {}).items(), key=lambda item: int(item[0])))
+    keys = "".join(
+        f", frame {int(f) + setup.start} {d[0] * 1e3:.1f} mm (largest {d[1] * 1e3:.1f})"
+        for f, d in sorted(info.get("distances", {}).items(), key=lambda item: int(item[0]))
+    )
     return f"iteration {info['iteration']}: {info['normalized_loss']:.2e} of the start loss{keys}"
 
 
@@ -72,14 +78,20 @@ def reason_text(reason):
 def summary(setup, result):
     if setup.kind == "simulate":
         return f"Simulated and baked {len(result.x)} frames of '{setup.cloth_name}'"
-    keys = "; ".join(f"frame {f + setup.start} {d[0] * 1e3:.1f} → {d[2] * 1e3:.1f} mm" for f, d in result.keyframes.items())
-    return (f"'{setup.cloth_name}': loss {result.initial_loss:.4g} → {result.loss:.4g} "
-            f"({result.normalized_loss:.2e} of the start) in {len(result.history)} iterations, {reason_text(result.reason)}; "
-            f"mean distance {keys}; control {result.scene.max_control_acceleration() / G:.2f} g at most")
+    keys = "; ".join(
+        f"frame {f + setup.start} {d[0] * 1e3:.1f} → {d[2] * 1e3:.1f} mm" for f, d in result.keyframes.items()
+    )
+    return (
+        f"'{setup.cloth_name}': loss {result.initial_loss:.4g} → {result.loss:.4g} "
+        f"({result.normalized_loss:.2e} of the start) in {len(result.history)} iterations, {reason_text(result.reason)}; "
+        f"mean distance {keys}; control {result.scene.max_control_acceleration() / G:.2f} g at most"
+    )
 
 
 class _ClothName:
-    cloth: StringProperty(name="Cloth", description="Cloth object name (empty: the active cloth, or the scene's only one)")
+    cloth: StringProperty(
+        name="Cloth", description="Cloth object name (empty: the active cloth, or the scene's only one)"
+    )
 
 
 class _Run(_ClothName, bpy.types.Operator):
@@ -93,8 +105,11 @@ class _Run(_ClothName, bpy.types.Operator):
 
     @classmethod
     def poll(cls, context):
-        why = ("a DiffCloth run is in progress: wait for it or cancel it" if context.window_manager.diffcloth.running
-               else convert.not_ready(context.scene, cls.kind))
+        why = (
+            "a DiffCloth run is in progress: wait for it or cancel it"
+            if context.window_manager.diffcloth.running
+            else convert.not_ready(context.scene, cls.kind)
+        )
         if why:
             cls.poll_message_set(why)
         return not why
@@ -114,9 +129,16 @@ class _Run(_ClothName, bpy.types.Operator):
         state = context.window_manager.diffcloth
         for info in infos:
             if self.kind == "simulate":
-                state.progress, state.status = info["frame"] / info["frames"], f"frame {info['frame']} of {info['frames']}"
+                state.progress, state.status = (
+                    info["frame"] / info["frames"],
+                    f"frame {info['frame']} of {info['frames']}",
+                )
             else:
-                state.iteration, state.loss, state.normalized_loss = info["iteration"], info["loss"], info["normalized_loss"]
+                state.iteration, state.loss, state.normalized_loss = (
+                    info["iteration"],
+                    info["loss"],
+                    info["normalized_loss"],
+                )
                 state.progress = min(state.iteration / max(context.scene.diffcloth.max_iterations, 1), 1.0)
                 state.status = progress_text(self.setup, info)
         state.elapsed = time.perf_counter() - self.started
@@ -131,8 +153,11 @@ class _Run(_ClothName, bpy.types.Operator):
             state.status = "failed"
             return _fail(self, str(err))
         if self.kind == "optimize":
-            state.loss, state.normalized_loss, state.status = (result.loss, result.normalized_loss,
-                                                               reason_text(result.reason))
+            state.loss, state.normalized_loss, state.status = (
+                result.loss,
+                result.normalized_loss,
+                reason_text(result.reason),
+            )
         else:
             state.status, state.progress = "done", 1.0
         self.report({"INFO"}, summary(self.setup, result))
@@ -177,7 +202,9 @@ class _Run(_ClothName, bpy.types.Operator):
             return {"PASS_THROUGH"}
         infos, done = self.run.drain()
         self._progress(context, infos)
-        context.workspace.status_text_set(f"DiffCloth {state.kind}: {state.status}, {state.elapsed:.0f} s — Esc to stop")
+        context.workspace.status_text_set(
+            f"DiffCloth {state.kind}: {state.status}, {state.elapsed:.0f} s — Esc to stop"
+        )
         for area in context.screen.areas:
             area.tag_redraw()
         if not done:
@@ -271,8 +298,11 @@ class DIFFCLOTH_OT_apply_result(_OnCloth):
             return _fail(self, f"cloth '{obj.name}' has no stored optimization")
         tension, bending = convert.tension_result(stored), convert.uniform(stored, "k_bending")
         if tension is None and bending is None:
-            return _fail(self, f"the optimized stiffness of '{obj.name}' varies per spring: no single setting holds "
-                         "it (Simulate uses it from the stored result)")
+            return _fail(
+                self,
+                f"the optimized stiffness of '{obj.name}' varies per spring: no single setting holds "
+                "it (Simulate uses it from the stored result)",
+            )
         cs, setting = obj.diffcloth, convert.tension_setting(obj.diffcloth)
         if tension is not None:
             setattr(cs, setting, tension)
@@ -326,10 +356,16 @@ class DIFFCLOTH_OT_new_target(_OnCloth):
         frame = context.scene.frame_current
         start, end = convert.frame_range(context.scene)
         if not start < frame <= end:  # a key there would be refused, or count for nothing
-            where = "the start frame, where the cloth is as modelled" if frame == start else \
-                f"outside the frame range {start}-{end}"
-            return _fail(self, f"frame {frame} is {where}: a target of '{cloth.name}' keyed there would not count; "
-                         "go to a frame after the start, within the range")
+            where = (
+                "the start frame, where the cloth is as modelled"
+                if frame == start
+                else f"outside the frame range {start}-{end}"
+            )
+            return _fail(
+                self,
+                f"frame {frame} is {where}: a target of '{cloth.name}' keyed there would not count; "
+                "go to a frame after the start, within the range",
+            )
         evaluated = cloth.evaluated_get(context.evaluated_depsgraph_get())
         mesh = bpy.data.meshes.new_from_object(evaluated)
         mesh.name = f"{cloth.name}_target_f{frame:04d}"
@@ -344,6 +380,13 @@ class DIFFCLOTH_OT_new_target(_OnCloth):
         return {"FINISHED"}
 
 
-CLASSES = (DIFFCLOTH_OT_simulate, DIFFCLOTH_OT_optimize, DIFFCLOTH_OT_cancel, DIFFCLOTH_OT_clear_bake,
-           DIFFCLOTH_OT_apply_result, DIFFCLOTH_OT_discard_result, DIFFCLOTH_OT_fabric_preset, DIFFCLOTH_OT_new_target)
-
+CLASSES = (
+    DIFFCLOTH_OT_simulate,
+    DIFFCLOTH_OT_optimize,
+    DIFFCLOTH_OT_cancel,
+    DIFFCLOTH_OT_clear_bake,
+    DIFFCLOTH_OT_apply_result,
+    DIFFCLOTH_OT_discard_result,
+    DIFFCLOTH_OT_fabric_preset,
+    DIFFCLOTH_OT_new_target,
+)

@@ -3,8 +3,10 @@ blue) inside the target (red wireframe) with the colliders (grey) and the frame 
 loss curve on a log scale with labelled axes. Built in a throw-away scene, composed and written as
 PNG through Blender's image API, and removed again."""
 
+import contextlib
 import math
 import os
+import sys
 import tempfile
 
 import bpy
@@ -32,14 +34,18 @@ class _Stage:
 
     def __exit__(self, *exc):
         for block in reversed(self.made):
-            collection = {bpy.types.Object: bpy.data.objects, bpy.types.Mesh: bpy.data.meshes,
-                          bpy.types.Camera: bpy.data.cameras, bpy.types.World: bpy.data.worlds}.get(type(block), bpy.data.curves)
+            collection = {
+                bpy.types.Object: bpy.data.objects,
+                bpy.types.Mesh: bpy.data.meshes,
+                bpy.types.Camera: bpy.data.cameras,
+                bpy.types.World: bpy.data.worlds,
+            }.get(type(block), bpy.data.curves)
             collection.remove(block)
         bpy.data.scenes.remove(self.scene)
 
-    def add(self, name, data, color, matrix=Matrix()):
+    def add(self, name, data, color, matrix=None):
         obj = bpy.data.objects.new(name, data)
-        obj.color, obj.matrix_world = color, matrix
+        obj.color, obj.matrix_world = color, Matrix() if matrix is None else matrix
         self.scene.collection.objects.link(obj)
         self.made += [data, obj]
         return obj
@@ -82,7 +88,35 @@ class _Stage:
             sc.world = bpy.data.worlds.new("DiffCloth Preview")
             self.made.append(sc.world)
         sc.world.color = (1.0, 1.0, 1.0)
-        bpy.ops.render.render(write_still=True, scene=sc.name)
+        with _quiet():
+            bpy.ops.render.render(write_still=True, scene=sc.name)
+
+
+@contextlib.contextmanager
+def _quiet():
+    """Keep what Blender's renderer prints at the C level out of the user's terminal: headless, its
+    GPU set-up reports "EGL Error" lines that are harmless (Workbench falls back and renders), and
+    it announces each temporary image it saves. Printed after all if the render fails."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(fd) for fd in (1, 2)]
+    with tempfile.TemporaryFile(mode="w+b") as capture:
+        for fd in (1, 2):
+            os.dup2(capture.fileno(), fd)
+        try:
+            yield
+        except BaseException:
+            _restore(saved)
+            capture.seek(0)
+            sys.stderr.write(capture.read().decode(errors="replace"))
+            raise
+        _restore(saved)
+
+
+def _restore(saved):
+    for fd, copy in zip((1, 2), saved):
+        os.dup2(copy, fd)
+        os.close(copy)
 
 
 def _collider_meshes(stage, colliders, frame, offset, reach, centre):
@@ -91,8 +125,11 @@ def _collider_meshes(stage, colliders, frame, offset, reach, centre):
             c, radius = col.at(frame)
             u, v = np.meshgrid(np.linspace(0, np.pi, 17), np.linspace(0, 2 * np.pi, 33), indexing="ij")
             pts = np.stack([np.sin(u) * np.cos(v), np.sin(u) * np.sin(v), np.cos(u)], -1).reshape(-1, 3)
-            faces = [(i * 33 + j, i * 33 + j + 1, (i + 1) * 33 + j + 1, (i + 1) * 33 + j)
-                     for i in range(16) for j in range(32)]
+            faces = [
+                (i * 33 + j, i * 33 + j + 1, (i + 1) * 33 + j + 1, (i + 1) * 33 + j)
+                for i in range(16)
+                for j in range(32)
+            ]
             stage.mesh("sphere", c + radius * pts + offset, faces, COLLIDER)
         else:
             p, n = col.at(frame)
@@ -153,8 +190,7 @@ def _loss_curve(path, losses, width):
             stage.line(np.array([[0, 0, zt], [-0.05, 0, zt]]), 0.006, INK)
             stage.text("1" if decade == 0 else f"1e{decade}", Vector((-0.1, 0, zt)), 0.12, face, "RIGHT")
         stage.text("iteration", Vector((w / 2, 0, -0.4)), 0.14, face)
-        stage.text("loss / initial loss", Vector((-0.75, 0, h / 2)),
-                   0.14, face @ Matrix.Rotation(math.pi / 2, 3, "Z"))
+        stage.text("loss / initial loss", Vector((-0.75, 0, h / 2)), 0.14, face @ Matrix.Rotation(math.pi / 2, 3, "Z"))
         scale = 5.4
         height = int(width * 3.1 / scale)
         eye = Vector((w / 2 - 0.35, -10, h / 2 - 0.2))

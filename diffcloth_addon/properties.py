@@ -1,8 +1,7 @@
 """Settings saved in the .blend: an object's DiffCloth role and the scene's optimization setup."""
 
 import bpy
-from bpy.props import (BoolProperty, EnumProperty, FloatProperty, IntProperty, PointerProperty,
-                       StringProperty)
+from bpy.props import BoolProperty, EnumProperty, FloatProperty, IntProperty, PointerProperty, StringProperty
 
 ROLES = [
     ("NONE", "None", "Not part of the DiffCloth setup"),
@@ -33,94 +32,208 @@ LEGACY_DEFAULTS = {"bending": 1e-4, "damping": 0.0}
 class DiffClothObjectSettings(bpy.types.PropertyGroup):
     role: EnumProperty(name="Role", items=ROLES, default="NONE", description="What this object is to DiffCloth")
     # cloth
-    model: EnumProperty(name="Material", description="How the cloth's material is given", items=[
-        ("FABRIC", "Fabric", "Physical units, the same cloth at any mesh resolution: areal density, stretch stiffness, "
-         "bending rigidity (presets as Blender's cloth presets)"),
-        ("SPRINGS", "Springs", "As in older DiffCloth files: the cloth's total mass and a stiffness per edge spring")],
-        default="FABRIC")
-    density: FloatProperty(name="Density", description="Mass per area (kg/m²): cotton shirting 0.1–0.2, denim "
-                           "0.3–0.5, leather about 1", default=0.15, min=1e-4, soft_max=5.0, precision=3)
-    stretch: FloatProperty(name="Stretch Stiffness", description="Force per unit width per unit strain (N/m): how "
-                           "much the fabric resists stretching, the same at any mesh resolution", default=90.0,
-                           min=1e-3, soft_max=1e5)
-    mass: FloatProperty(name="Mass", description="Total mass of the cloth", default=0.5, min=1e-6,
-                        unit="MASS")
-    tension: FloatProperty(name="Tension Stiffness", description="Stiffness of every edge spring (N/m); "
-                           "a sheet of springs stretches the same at any resolution", default=20.0, min=1e-6,
-                           soft_max=1e4)
-    bending: FloatProperty(name="Bending Stiffness", description="Bending rigidity (N·m): resistance to folding "
-                           "(5e-6: cotton, 1e-3: denim); one value drapes alike at any mesh resolution",
-                           default=5e-6, min=1e-9, soft_max=0.1, precision=7, step=0.001)
-    damping: FloatProperty(name="Air Damping", description="Mass-proportional damping (1/s)", default=1.0,
-                           min=0.0, soft_max=10.0)
-    solver: EnumProperty(name="Solver", description="How each implicit Euler step is solved", items=[
-        ("LINEARIZED", "Linearized", "One linear solve a step (as Blender's cloth): fast at any stiffness, never fails"),
-        ("NEWTON", "Converged", "Newton's method to convergence: exact implicit Euler, slower on stiff or "
-         "buckling cloth")], default="LINEARIZED")
+    model: EnumProperty(
+        name="Material",
+        description="How the cloth's material is given",
+        items=[
+            (
+                "FABRIC",
+                "Fabric",
+                "Physical units, the same cloth at any mesh resolution: areal density, stretch stiffness, "
+                "bending rigidity (presets as Blender's cloth presets)",
+            ),
+            (
+                "SPRINGS",
+                "Springs",
+                "As in older DiffCloth files: the cloth's total mass and a stiffness per edge spring",
+            ),
+        ],
+        default="FABRIC",
+    )
+    density: FloatProperty(
+        name="Density",
+        description="Mass per area (kg/m²): cotton shirting 0.1–0.2, denim 0.3–0.5, leather about 1",
+        default=0.15,
+        min=1e-4,
+        soft_max=5.0,
+        precision=3,
+    )
+    stretch: FloatProperty(
+        name="Stretch Stiffness",
+        description="Force per unit width per unit strain (N/m): how "
+        "much the fabric resists stretching, the same at any mesh resolution",
+        default=90.0,
+        min=1e-3,
+        soft_max=1e5,
+    )
+    mass: FloatProperty(name="Mass", description="Total mass of the cloth", default=0.5, min=1e-6, unit="MASS")
+    tension: FloatProperty(
+        name="Tension Stiffness",
+        description="Stiffness of every edge spring (N/m); a sheet of springs stretches the same at any resolution",
+        default=20.0,
+        min=1e-6,
+        soft_max=1e4,
+    )
+    bending: FloatProperty(
+        name="Bending Stiffness",
+        description="Bending rigidity (N·m): resistance to folding "
+        "(5e-6: cotton, 1e-3: denim); one value drapes alike at any mesh resolution",
+        default=5e-6,
+        min=1e-9,
+        soft_max=0.1,
+        precision=7,
+        step=0.001,
+    )
+    damping: FloatProperty(
+        name="Air Damping", description="Mass-proportional damping (1/s)", default=1.0, min=0.0, soft_max=10.0
+    )
+    solver: EnumProperty(
+        name="Solver",
+        description="How each implicit Euler step is solved",
+        items=[
+            (
+                "LINEARIZED",
+                "Linearized",
+                "One linear solve a step (as Blender's cloth): fast at any stiffness, never fails",
+            ),
+            (
+                "NEWTON",
+                "Converged",
+                "Newton's method to convergence: exact implicit Euler, slower on stiff or buckling cloth",
+            ),
+        ],
+        default="LINEARIZED",
+    )
     settings_version: IntProperty(default=0, options={"HIDDEN"})
-    pin_group: StringProperty(name="Pin Group", description="Vertex group of pinned vertices: they follow "
-                              "the object's animation instead of the simulation")
-    substeps: IntProperty(name="Substeps", description="Implicit Euler steps per frame", default=1, min=1,
-                          max=64)
-    contact_stiffness: FloatProperty(name="Contact Stiffness", description="Penalty stiffness per kilogram "
-                                     "(N/m per kg) pushing vertices out of colliders: the cloth sinks 9.81 m/s² "
-                                     "divided by it under its own weight (100000: 0.1 mm), at any mesh resolution",
-                                     default=1e5, min=1.0, soft_max=1e8)
-    thickness: FloatProperty(name="Thickness", description="Distance kept from colliders", default=0.0,
-                             min=0.0, unit="LENGTH")
+    pin_group: StringProperty(
+        name="Pin Group",
+        description="Vertex group of pinned vertices: they follow the object's animation instead of the simulation",
+    )
+    substeps: IntProperty(name="Substeps", description="Implicit Euler steps per frame", default=1, min=1, max=64)
+    contact_stiffness: FloatProperty(
+        name="Contact Stiffness",
+        description="Penalty stiffness per kilogram "
+        "(N/m per kg) pushing vertices out of colliders: the cloth sinks 9.81 m/s² "
+        "divided by it under its own weight (100000: 0.1 mm), at any mesh resolution",
+        default=1e5,
+        min=1.0,
+        soft_max=1e8,
+    )
+    thickness: FloatProperty(
+        name="Thickness", description="Distance kept from colliders", default=0.0, min=0.0, unit="LENGTH"
+    )
     # sphere and plane colliders
-    friction: FloatProperty(name="Friction", description="Friction of the cloth on this collider, as Blender's "
-                            "Collision Friction: the Coulomb coefficient × 100 (30: μ = 0.3)", default=5.0, min=0.0,
-                            soft_max=80.0)
+    friction: FloatProperty(
+        name="Friction",
+        description="Friction of the cloth on this collider, as Blender's "
+        "Collision Friction: the Coulomb coefficient × 100 (30: μ = 0.3)",
+        default=5.0,
+        min=0.0,
+        soft_max=80.0,
+    )
     # target
-    weight: FloatProperty(name="Weight", description="How much this target counts", default=1.0,
-                          min=0.0)
-    weight_group: StringProperty(name="Weight Group", description="Optional vertex group weighting "
-                                 "how much each vertex counts")
-    cloth: PointerProperty(name="Cloth", type=bpy.types.Object, **_CLOTH_POLL,
-                           description="The cloth this target poses (empty: the scene's only cloth)")
+    weight: FloatProperty(name="Weight", description="How much this target counts", default=1.0, min=0.0)
+    weight_group: StringProperty(
+        name="Weight Group", description="Optional vertex group weighting how much each vertex counts"
+    )
+    cloth: PointerProperty(
+        name="Cloth",
+        type=bpy.types.Object,
+        **_CLOTH_POLL,
+        description="The cloth this target poses (empty: the scene's only cloth)",
+    )
 
 
 class DiffClothSceneSettings(bpy.types.PropertyGroup):
-    use_scene_range: BoolProperty(name="Scene Frame Range", description="Simulate over the scene's frame range "
-                                  "(off: DiffCloth's own Start and End)", default=True)
+    use_scene_range: BoolProperty(
+        name="Scene Frame Range",
+        description="Simulate over the scene's frame range (off: DiffCloth's own Start and End)",
+        default=True,
+    )
     frame_start: IntProperty(name="Start", description="First frame: the cloth's rest pose", default=1)
     frame_end: IntProperty(name="End", description="Last simulated frame", default=100)
     # what may change
-    opt_tension: BoolProperty(name="Tension Stiffness", description="Optimize the cloth's tension stiffness",
-                              default=True)
-    opt_bending: BoolProperty(name="Bending Stiffness", description="Optimize the cloth's bending stiffness",
-                              default=False)
-    opt_velocity: BoolProperty(name="Initial Velocity", description="One initial velocity for the "
-                               "whole cloth", default=False)
-    opt_velocity_per_vertex: BoolProperty(name="Per-Vertex Velocity", description="An initial velocity for "
-                                          "every vertex (a throw, a flick)", default=False)
-    opt_forces: BoolProperty(name="Control Forces", description="A steering force per vertex and frame",
-                             default=False)
+    opt_tension: BoolProperty(
+        name="Tension Stiffness", description="Optimize the cloth's tension stiffness", default=True
+    )
+    opt_bending: BoolProperty(
+        name="Bending Stiffness", description="Optimize the cloth's bending stiffness", default=False
+    )
+    opt_velocity: BoolProperty(
+        name="Initial Velocity", description="One initial velocity for the whole cloth", default=False
+    )
+    opt_velocity_per_vertex: BoolProperty(
+        name="Per-Vertex Velocity", description="An initial velocity for every vertex (a throw, a flick)", default=False
+    )
+    opt_forces: BoolProperty(name="Control Forces", description="A steering force per vertex and frame", default=False)
     opt_wind: BoolProperty(name="Wind", description="A uniform acceleration per frame", default=False)
-    force_basis: EnumProperty(name="Force Basis", description="How control forces may vary in time", items=[
-        ("KEYS", "Keys", "Smooth forces, linear between keys a Force Key Spacing apart: few unknowns, quick to converge"),
-        ("FRAMES", "Every Frame", "A force per vertex and frame: many unknowns, slow to converge, can jitter")],
-        default="KEYS")
-    force_key_spacing: FloatProperty(name="Force Key Spacing", description="Time between control-force keys",
-                                     default=0.25, min=1e-3, soft_max=2.0, unit="TIME_ABSOLUTE")
-    force_move_pins: BoolProperty(name="Move Pins", description="When a target poses pinned vertices away from "
-                                  "their pins (a copy moved or turned as a whole), the control forces move those pins "
-                                  "there too, smoothly, as a hand holding them would; pins no target moves stay put",
-                                  default=True)
-    force_strength: FloatProperty(name="Force Strength Cost", description="How much strong control forces cost: "
-                                  "pushing a vertex at 1 g for a second costs as much as being this far off a key. "
-                                  "Higher keeps the motion closer to plain physics (the same at any mesh resolution)",
-                                  default=0.00015, min=0.0, soft_max=0.1, unit="LENGTH", precision=5)
-    force_change: FloatProperty(name="Force Change Cost", description="How much changing control forces cost: a "
-                                "force changing by 1 g per second, for a second, costs as much as being this far off "
-                                "a key. Higher gives calmer forces", default=0.0015, min=0.0, soft_max=0.5,
-                                unit="LENGTH", precision=4)
-    max_iterations: IntProperty(name="Max Iterations", description="Optimizer iterations at most (each "
-                                "simulates the cloth a few times)", default=50, min=1, max=10000)
-    stop_within: FloatProperty(name="Stop Within", description="Stop optimizing once every target's mean distance "
-                               "is this close (0: go on until the optimizer converges or Max Iterations)",
-                               default=0.0, min=0.0, soft_max=0.05, unit="LENGTH", precision=4)
+    force_basis: EnumProperty(
+        name="Force Basis",
+        description="How control forces may vary in time",
+        items=[
+            (
+                "KEYS",
+                "Keys",
+                "Smooth forces, linear between keys a Force Key Spacing apart: few unknowns, quick to converge",
+            ),
+            ("FRAMES", "Every Frame", "A force per vertex and frame: many unknowns, slow to converge, can jitter"),
+        ],
+        default="KEYS",
+    )
+    force_key_spacing: FloatProperty(
+        name="Force Key Spacing",
+        description="Time between control-force keys",
+        default=0.25,
+        min=1e-3,
+        soft_max=2.0,
+        unit="TIME_ABSOLUTE",
+    )
+    force_move_pins: BoolProperty(
+        name="Move Pins",
+        description="When a target poses pinned vertices away from "
+        "their pins (a copy moved or turned as a whole), the control forces move those pins "
+        "there too, smoothly, as a hand holding them would; pins no target moves stay put",
+        default=True,
+    )
+    force_strength: FloatProperty(
+        name="Force Strength Cost",
+        description="How much strong control forces cost: "
+        "pushing a vertex at 1 g for a second costs as much as being this far off a key. "
+        "Higher keeps the motion closer to plain physics (the same at any mesh resolution)",
+        default=0.00015,
+        min=0.0,
+        soft_max=0.1,
+        unit="LENGTH",
+        precision=5,
+    )
+    force_change: FloatProperty(
+        name="Force Change Cost",
+        description="How much changing control forces cost: a "
+        "force changing by 1 g per second, for a second, costs as much as being this far off "
+        "a key. Higher gives calmer forces",
+        default=0.0015,
+        min=0.0,
+        soft_max=0.5,
+        unit="LENGTH",
+        precision=4,
+    )
+    max_iterations: IntProperty(
+        name="Max Iterations",
+        description="Optimizer iterations at most (each simulates the cloth a few times)",
+        default=50,
+        min=1,
+        max=10000,
+    )
+    stop_within: FloatProperty(
+        name="Stop Within",
+        description="Stop optimizing once every target's mean distance "
+        "is this close (0: go on until the optimizer converges or Max Iterations)",
+        default=0.0,
+        min=0.0,
+        soft_max=0.05,
+        unit="LENGTH",
+        precision=4,
+    )
 
 
 class DiffClothRunState(bpy.types.PropertyGroup):

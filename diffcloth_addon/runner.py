@@ -65,13 +65,28 @@ class Process:
         package = __package__.rpartition(".")[0]  # the extension, e.g. bl_ext.user_default.diffcloth
         # one BLAS thread from the start (core limits it while it runs, but idle pool threads of a
         # multi-threaded BLAS spin on the core Blender needs)
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
-               **{var: "1" for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}}
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
+            **{var: "1" for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")},
+        }
         with open(self.paths["stderr"], "wb") as err:
             self.proc = subprocess.Popen(
-                [sys.executable, "-u", os.path.abspath(worker.__file__), root, package, self.paths["job"],
-                 self.paths["result"], self.paths["cancel"]],
-                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err, env=env)
+                [
+                    sys.executable,
+                    "-u",
+                    os.path.abspath(worker.__file__),
+                    root,
+                    package,
+                    self.paths["job"],
+                    self.paths["result"],
+                    self.paths["cancel"],
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                env=env,
+            )
         _RUNNING.add(self)
         threading.Thread(target=self._read, name="DiffCloth worker output", daemon=True).start()
         return self

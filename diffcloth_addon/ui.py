@@ -68,8 +68,10 @@ class DIFFCLOTH_PT_object(_Physics):
 def fabric_name(s):
     """The preset a cloth's fabric settings match, else "Custom" (as Blender's preset menus read)."""
     for fabric in dc.FABRICS.values():
-        if all(math.isclose(getattr(s, a), getattr(fabric, a), rel_tol=1e-6)
-               for a in ("density", "stretch", "bending", "damping")):
+        if all(
+            math.isclose(getattr(s, a), getattr(fabric, a), rel_tol=1e-6)
+            for a in ("density", "stretch", "bending", "damping")
+        ):
             return fabric.name
     return "Custom"
 
@@ -136,8 +138,12 @@ class DIFFCLOTH_PT_target(_RolePanel):
         if obj.type == "MESH":
             layout.prop_search(obj.diffcloth, "weight_group", obj, "vertex_groups")
         frames = sorted(convert.keyed_frames(obj))
-        layout.label(text=f"Keyed at {', '.join(map(str, frames))}" if frames else "No keyframes: insert one to "
-                     "make this pose a target", icon="KEYFRAME" if frames else "ERROR")
+        layout.label(
+            text=f"Keyed at {', '.join(map(str, frames))}"
+            if frames
+            else "No keyframes: insert one to make this pose a target",
+            icon="KEYFRAME" if frames else "ERROR",
+        )
 
 
 class _Sidebar(bpy.types.Panel):
@@ -168,8 +174,10 @@ class DIFFCLOTH_PT_main(_Sidebar):
                 col.label(text=f"    {o.name} ({o.diffcloth.role.lower()}, friction {o.diffcloth.friction:g})")
         for o in collision_objects(scene, cloth):
             c = o.collision
-            col.label(text=f"    {o.name} (mesh, {sum(len(p.vertices) - 2 for p in o.data.polygons)} triangles, "
-                           f"friction {c.cloth_friction:g}{', single sided' if c.use_culling else ''})")
+            col.label(
+                text=f"    {o.name} (mesh, {sum(len(p.vertices) - 2 for p in o.data.polygons)} triangles, "
+                f"friction {c.cloth_friction:g}{', single sided' if c.use_culling else ''})"
+            )
         col.label(text="Targets", icon="KEYFRAME")
         for o in objs:
             if o.diffcloth.role == "TARGET":
@@ -205,12 +213,16 @@ def _draw_result(box, cloth, stored):
     box.label(text="Optimized (used by Simulate)", icon="CHECKMARK")
     box.label(text=f"Loss {stored['initial_loss']:.4g} → {stored['loss']:.4g}, {stored['iterations']} iterations")
     for frame, (mean0, max0, mean1, max1) in stored.get("keyframes", {}).items():
-        box.label(text=f"Frame {frame}: {mean0 * 1e3:.1f} → {mean1 * 1e3:.1f} mm (largest {max0 * 1e3:.1f} → "
-                  f"{max1 * 1e3:.1f})")
+        box.label(
+            text=f"Frame {frame}: {mean0 * 1e3:.1f} → {mean1 * 1e3:.1f} mm (largest {max0 * 1e3:.1f} → "
+            f"{max1 * 1e3:.1f})"
+        )
     cs = cloth.diffcloth
     setting = convert.tension_setting(cs)
-    for key, name, mine, value in ((("k_tension", setting.title(), getattr(cs, setting), convert.tension_result(stored)),
-                                    ("k_bending", "Bending", cs.bending, convert.uniform(stored, "k_bending")))):
+    for key, name, mine, value in (
+        ("k_tension", setting.title(), getattr(cs, setting), convert.tension_result(stored)),
+        ("k_bending", "Bending", cs.bending, convert.uniform(stored, "k_bending")),
+    ):
         if value is None:
             box.label(text=f"{name}: per element ({len(stored[key])} values)")
         elif not math.isclose(value, mine, rel_tol=1e-6):
@@ -235,8 +247,7 @@ class DIFFCLOTH_PT_optimize(_Sidebar):
         layout = _split(self.layout)
         settings = context.scene.diffcloth
         col = layout.column(heading="Optimize", align=True)
-        for name in ("opt_tension", "opt_bending", "opt_velocity", "opt_velocity_per_vertex", "opt_forces",
-                     "opt_wind"):
+        for name in ("opt_tension", "opt_bending", "opt_velocity", "opt_velocity_per_vertex", "opt_forces", "opt_wind"):
             col.prop(settings, name)
         if settings.opt_forces:
             layout.prop(settings, "force_basis")
@@ -255,5 +266,14 @@ class DIFFCLOTH_PT_optimize(_Sidebar):
             col.prop(settings, "frame_end", text="End")
 
 
-CLASSES = (DIFFCLOTH_MT_fabric_presets, DIFFCLOTH_PT_object, DIFFCLOTH_PT_cloth_physical, DIFFCLOTH_PT_cloth_stiffness, DIFFCLOTH_PT_cloth_shape,
-           DIFFCLOTH_PT_cloth_collisions, DIFFCLOTH_PT_target, DIFFCLOTH_PT_main, DIFFCLOTH_PT_optimize)
+CLASSES = (
+    DIFFCLOTH_MT_fabric_presets,
+    DIFFCLOTH_PT_object,
+    DIFFCLOTH_PT_cloth_physical,
+    DIFFCLOTH_PT_cloth_stiffness,
+    DIFFCLOTH_PT_cloth_shape,
+    DIFFCLOTH_PT_cloth_collisions,
+    DIFFCLOTH_PT_target,
+    DIFFCLOTH_PT_main,
+    DIFFCLOTH_PT_optimize,
+)

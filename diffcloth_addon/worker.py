@@ -29,13 +29,21 @@ def run(core, job, report, cancelled):
         traj = core.simulate(job["scene"], lambda done, frames: report({"frame": done, "frames": frames}), guess)
         return types.SimpleNamespace(x=traj.x, step_x=traj.step_x)  # positions only, as below
     loss = job["loss"]
-    result = core.optimize(job["scene"], loss, job["params"], max_iter=job["max_iter"],
-                           callback=lambda info: report(info) or cancelled(), guess=guess, within=job["within"])
+    result = core.optimize(
+        job["scene"],
+        loss,
+        job["params"],
+        max_iter=job["max_iter"],
+        callback=lambda info: report(info) or cancelled(),
+        guess=guess,
+        within=job["within"],
+    )
     # positions only: the trajectory's factorizations stay in this process
     result.trajectory = types.SimpleNamespace(x=result.trajectory.x, step_x=result.trajectory.step_x)
     # what the artist reads: per keyframe, the mean and largest distance before and after
-    result.keyframes = {f: result.initial_distances[f] + after
-                        for f, after in loss.distances(result.trajectory.x).items()}
+    result.keyframes = {
+        f: result.initial_distances[f] + after for f, after in loss.distances(result.trajectory.x).items()
+    }
     return result
 
 
@@ -49,8 +57,9 @@ def _load_core(root, package):
     parts = package.split(".")
     for i in range(1, len(parts)):
         sys.modules.setdefault(".".join(parts[:i]), types.ModuleType(".".join(parts[:i])))
-    spec = importlib.util.spec_from_file_location(package, os.path.join(root, "__init__.py"),
-                                                  submodule_search_locations=[root])
+    spec = importlib.util.spec_from_file_location(
+        package, os.path.join(root, "__init__.py"), submodule_search_locations=[root]
+    )
     module = importlib.util.module_from_spec(spec)
     sys.modules[package] = module
     spec.loader.exec_module(module)
@@ -63,8 +72,11 @@ def main(argv):
     with open(job_path, "rb") as f:
         job = pickle.load(f)
     try:
-        out = {"result": run(core, job, lambda info: print(progress_line(info), flush=True),
-                             lambda: os.path.exists(cancel_path))}
+        out = {
+            "result": run(
+                core, job, lambda info: print(progress_line(info), flush=True), lambda: os.path.exists(cancel_path)
+            )
+        }
     except (ValueError, core.SimulationError) as err:
         out = {"error": str(err)}
     with open(result_path + ".tmp", "wb") as f:

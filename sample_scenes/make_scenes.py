@@ -21,9 +21,8 @@ import numpy as np
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "scripts"))
-from dev_extension import load_extension  # noqa: E402
-
 import bpy  # noqa: E402
+from dev_extension import load_extension  # noqa: E402
 
 SCENES = {}
 

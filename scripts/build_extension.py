@@ -28,7 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
 BUNDLED = {}
 for _req in sorted((ROOT / "requirements").glob("py3*-bpy*.txt")):
     BUNDLED["3." + re.match(r"py3(\d+)-", _req.name).group(1)] = [
-        line.strip() for line in _req.read_text().splitlines() if line.startswith(("scipy==", "threadpoolctl=="))]
+        line.strip() for line in _req.read_text().splitlines() if line.startswith(("scipy==", "threadpoolctl=="))
+    ]
 # Blender platform -> the newest OS tag pip may pick a wheel for; it takes the oldest OS tag scipy publishes
 # up to that (widest support). Intel Macs: Blender 4.2+ needs macOS 11.2, scipy 1.16 publishes 10.14+.
 PLATFORMS = {
@@ -38,7 +39,9 @@ PLATFORMS = {
     "macos-x64": "macosx_11_0_x86_64",
 }
 # what the builder's own exclude patterns don't already keep out of the staged copy
-STAGE_IGNORE = shutil.ignore_patterns(".git", ".venv", ".envs", "requirements", "build", "dist", "out", "wheels", "__pycache__", "*.pyc")
+STAGE_IGNORE = shutil.ignore_patterns(
+    ".git", ".venv", ".envs", "requirements", "build", "dist", "out", "wheels", "__pycache__", "*.pyc"
+)
 
 
 def blender_ext():
@@ -53,8 +56,9 @@ def blender_ext():
 def this_platform():
     """The running system in Blender's platform names (what its extension builder calls it)."""
     system = {"darwin": "macos"}.get(platform.system().lower(), platform.system().lower())
-    machine = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64"}.get(platform.machine().lower(),
-                                                                         platform.machine().lower())
+    machine = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64"}.get(
+        platform.machine().lower(), platform.machine().lower()
+    )
     name = f"{system}-{machine}"
     if name not in PLATFORMS:
         sys.exit(f"build_extension: no scipy wheel is bundled for this platform ({name})")
@@ -64,20 +68,38 @@ def this_platform():
 def download_wheels(target, python, wheel_dir):
     """pip download one Python's bundled requirements for one platform; reuses wheels already there."""
     wheel_dir.mkdir(parents=True, exist_ok=True)
-    run = subprocess.run([sys.executable, "-m", "pip", "download", *BUNDLED[python], "--quiet", "--no-deps",
-                          "--only-binary=:all:", "--python-version", python, "--implementation", "cp",
-                          "--platform", PLATFORMS[target], "--dest", str(wheel_dir)])
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            *BUNDLED[python],
+            "--quiet",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--python-version",
+            python,
+            "--implementation",
+            "cp",
+            "--platform",
+            PLATFORMS[target],
+            "--dest",
+            str(wheel_dir),
+        ]
+    )
     if run.returncode:
         sys.exit(f"build_extension: no wheel of {' '.join(BUNDLED[python])} for {target}, Python {python}")
     tag = "cp" + python.replace(".", "")
     wheels = []
     for req in BUNDLED[python]:
         name, version = req.split("==")
-        found = [w for w in sorted(wheel_dir.glob(f"{name}-{version}-*.whl"))
-                 if w.name.split("-")[2] in (tag, "py3")]
+        found = [w for w in sorted(wheel_dir.glob(f"{name}-{version}-*.whl")) if w.name.split("-")[2] in (tag, "py3")]
         if len(found) != 1:
-            sys.exit(f"build_extension: expected one {name} {version} wheel for {target}, Python {python} in "
-                     f"{wheel_dir}, found {len(found)}")
+            sys.exit(
+                f"build_extension: expected one {name} {version} wheel for {target}, Python {python} in "
+                f"{wheel_dir}, found {len(found)}"
+            )
         wheels.append(found[0])
     return wheels
 
@@ -85,7 +107,8 @@ def download_wheels(target, python, wheel_dir):
 def manifest_with_wheels(text, platforms, wheel_names):
     """Insert `platforms` and `wheels` as top-level keys, before the first [table]."""
     keys = "platforms = [{}]\nwheels = [\n{}]\n\n".format(
-        ", ".join(f'"{p}"' for p in platforms), "".join(f'  "./wheels/{w}",\n' for w in wheel_names))
+        ", ".join(f'"{p}"' for p in platforms), "".join(f'  "./wheels/{w}",\n' for w in wheel_names)
+    )
     head, *tail = re.split(r"(?m)^(?=\[)", text, maxsplit=1)
     return head + keys + "".join(tail)
 
@@ -105,7 +128,9 @@ def build(platforms, output_dir):
         (stage / "wheels").mkdir()
         names = []  # a pure-Python wheel comes once for all platforms
         for target in platforms:
-            wheels = [w for python in BUNDLED for w in download_wheels(target, python, ROOT / "build" / "wheels" / target)]
+            wheels = [
+                w for python in BUNDLED for w in download_wheels(target, python, ROOT / "build" / "wheels" / target)
+            ]
             for wheel in wheels:
                 if wheel.name not in names:
                     shutil.copy2(wheel, stage / "wheels" / wheel.name)
@@ -128,8 +153,12 @@ def build(platforms, output_dir):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--platform", action="append", choices=sorted(PLATFORMS),
-                        help="build only for this platform (repeatable; default: all)")
+    parser.add_argument(
+        "--platform",
+        action="append",
+        choices=sorted(PLATFORMS),
+        help="build only for this platform (repeatable; default: all)",
+    )
     parser.add_argument("--this-platform", action="store_true", help="build only for the running system")
     parser.add_argument("--output-dir", type=Path, default=ROOT / "dist")
     args = parser.parse_args(argv)

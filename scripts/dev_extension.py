@@ -14,8 +14,9 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 def load_extension():
     if "diffcloth" in sys.modules:
         return sys.modules["diffcloth"]
-    spec = importlib.util.spec_from_file_location("diffcloth", REPO / "__init__.py",
-                                                  submodule_search_locations=[str(REPO)])
+    spec = importlib.util.spec_from_file_location(
+        "diffcloth", REPO / "__init__.py", submodule_search_locations=[str(REPO)]
+    )
     module = importlib.util.module_from_spec(spec)
     sys.modules["diffcloth"] = module
     spec.loader.exec_module(module)

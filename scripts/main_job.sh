@@ -13,5 +13,11 @@ scene="${1:-sample_scenes/hanging_cloth.blend}"
 zip="$("$py" scripts/build_extension.py --this-platform)"
 rm -rf out/blender_user
 mkdir -p out/blender_user
-BLENDER_USER_RESOURCES="$root/out/blender_user" exec "$py" scripts/run_installed.py "$zip" \
-    optimize "$scene" --output out/optimized.blend --report out/report.json --preview out/preview.png
+if BLENDER_USER_RESOURCES="$root/out/blender_user" "$py" scripts/run_installed.py "$zip" \
+    optimize "$scene" --output out/optimized.blend --report out/report.json --preview out/preview.png; then
+  echo "main job: done: out/optimized.blend, out/report.json, out/preview.png"
+else
+  code=$?
+  echo "main job: failed (exit code $code; the line above says why)" >&2
+  exit "$code"
+fi

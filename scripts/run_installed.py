@@ -44,8 +44,9 @@ import bpy  # noqa: E402  (after the finder: nothing may import them from site-p
 
 def install(zip_path):
     """Install and enable; return the installed package's batch-command module."""
-    result = bpy.ops.extensions.package_install_files(filepath=os.path.abspath(zip_path), repo="user_default",
-                                                      enable_on_install=True)
+    result = bpy.ops.extensions.package_install_files(
+        filepath=os.path.abspath(zip_path), repo="user_default", enable_on_install=True
+    )
     if result != {"FINISHED"}:
         raise RuntimeError(f"installing {zip_path} returned {result}")
     return importlib.import_module("bl_ext.user_default.diffcloth.diffcloth_addon.cli")

@@ -36,5 +36,8 @@ if [ ! -x "$env/bin/python" ]; then
   "$py" -m venv "$env"
 fi
 echo "setup_env: installing $req into $env" >&2
-"$env/bin/python" -m pip install --quiet --disable-pip-version-check -r "$req"
+# this machine's pip configuration may name package indexes that do not exist here: pip warns
+# about each on every install ("Location … is ignored"), which says nothing about this project
+"$env/bin/python" -m pip install --quiet --disable-pip-version-check -r "$req" \
+  2> >(grep -v "^WARNING: Location '.*' is ignored" >&2)
 echo "$sum" > "$stamp"

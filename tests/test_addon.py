@@ -28,8 +28,10 @@ def grid_cloth(name="Cloth", n=6, size=0.4, pins=True, location=(0, 0, 0), fabri
     if pins:
         co = np.array([v.co for v in obj.data.vertices])
         top = co[:, 1].max()
-        idx = [int(i) for i in np.flatnonzero((np.abs(co[:, 1] - top) < 1e-6)
-                                              & (np.abs(np.abs(co[:, 0]) - size / 2) < 1e-6))]
+        idx = [
+            int(i)
+            for i in np.flatnonzero((np.abs(co[:, 1] - top) < 1e-6) & (np.abs(np.abs(co[:, 0]) - size / 2) < 1e-6))
+        ]
         obj.vertex_groups.new(name="pin").add(idx, 1.0, "REPLACE")
         obj.diffcloth.pin_group = "pin"
     return obj
@@ -54,6 +56,7 @@ def evaluated(obj):
 
 def convert():
     from diffcloth.diffcloth_addon import convert as c
+
     return c
 
 
@@ -61,10 +64,12 @@ def test_register_unregister_leaves_nothing(addon):
     assert hasattr(bpy.types.Object, "diffcloth") and hasattr(bpy.types.Scene, "diffcloth")
     assert "DIFFCLOTH_PT_main" in dir(bpy.types)
     # a clean process registers and unregisters, then exits promptly (no leftover timers or classes)
-    code = (f"import sys; sys.path.insert(0, {str(REPO / 'scripts')!r});"
-            "from dev_extension import load_extension; import bpy; ext = load_extension(); ext.register();"
-            "ext.unregister(); assert not hasattr(bpy.types.Object, 'diffcloth');"
-            "assert not hasattr(bpy.types, 'DIFFCLOTH_PT_main'); print('clean')")
+    code = (
+        f"import sys; sys.path.insert(0, {str(REPO / 'scripts')!r});"
+        "from dev_extension import load_extension; import bpy; ext = load_extension(); ext.register();"
+        "ext.unregister(); assert not hasattr(bpy.types.Object, 'diffcloth');"
+        "assert not hasattr(bpy.types, 'DIFFCLOTH_PT_main'); print('clean')"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and "clean" in out.stdout, out.stderr
 
@@ -239,10 +244,12 @@ def test_a_target_that_moves_the_pins_is_reported(posed, blank):
     target.data.vertices.foreach_set("co", (co + [0.0, 0.0, 0.05]).ravel())
     target.data.update()
     setup, _ = operators().prepare(blank, "optimize")
-    assert setup.warnings == [f"target '{target.name}' at frame 11 moves pinned vertices of 'Cloth' by up to 5.0 cm: "
-                              "pins follow the cloth object, so they and the cloth around them cannot reach that pose "
-                              "(use Control Forces with Move Pins, leave the pinned vertices in place, animate the "
-                              "cloth object, or unpin them)"]
+    assert setup.warnings == [
+        f"target '{target.name}' at frame 11 moves pinned vertices of 'Cloth' by up to 5.0 cm: "
+        "pins follow the cloth object, so they and the cloth around them cannot reach that pose "
+        "(use Control Forces with Move Pins, leave the pinned vertices in place, animate the "
+        "cloth object, or unpin them)"
+    ]
     assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
 
 
@@ -260,8 +267,9 @@ def test_move_pins_reaches_a_copy_moved_as_a_whole(posed, blank):
     target.data.update()
     setup, _ = operators().prepare(blank, "optimize")
     assert setup.warnings == []
-    pins = np.flatnonzero([any(g.group == cloth.vertex_groups["pin"].index for g in v.groups)
-                           for v in cloth.data.vertices])
+    pins = np.flatnonzero(
+        [any(g.group == cloth.vertex_groups["pin"].index for g in v.groups) for v in cloth.data.vertices]
+    )
     assert sorted(setup.posed_pins) == sorted(pins)
     assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
     stored = cloth["diffcloth_result"]
@@ -342,8 +350,9 @@ def test_optimize_starts_from_the_baked_simulation(posed, blank):
     setup, job = operators().prepare(blank, "optimize")
     assert np.array_equal(job["guess"], motion)
     import core
+
     cold, warm = core.simulate(job["scene"]), core.simulate(job["scene"], guess=job["guess"])
-    assert np.abs(warm.x - motion[::job["scene"].substeps]).max() < 1e-8
+    assert np.abs(warm.x - motion[:: job["scene"].substeps]).max() < 1e-8
     assert warm.stats.iterations.sum() < 0.5 * cold.stats.iterations.sum()
     assert bpy.ops.diffcloth.clear_bake() == {"FINISHED"} and "diffcloth_motion" not in cloth.keys()
 
@@ -364,18 +373,21 @@ def test_simulate_reproduces_optimized_forces(posed, blank):
 
 def operators():
     from diffcloth.diffcloth_addon import operators as o
+
     return o
 
 
 def runner():
     from diffcloth.diffcloth_addon import runner as r
+
     return r
 
 
 def untouched(cloth, tension):
     keys = cloth.data.shape_keys
-    return cloth.diffcloth.tension == tension and (keys is None or not any(
-        k.name.startswith("DiffCloth_") for k in keys.key_blocks))
+    return cloth.diffcloth.tension == tension and (
+        keys is None or not any(k.name.startswith("DiffCloth_") for k in keys.key_blocks)
+    )
 
 
 def test_inline_cancel_keeps_best_and_scene_untouched(posed, blank):
@@ -490,6 +502,7 @@ def draw_all(context, labels=None):
     """Draw every panel whose poll passes for the context; the properties shown (and the labels'
     texts into `labels`)."""
     from diffcloth.diffcloth_addon import ui
+
     shown = []
     for cls in ui.CLASSES:
         if hasattr(cls, "poll") and not cls.poll(context):
@@ -507,14 +520,18 @@ def test_every_panel_draws_with_and_without_a_setup(posed, blank):
     cloth, target = posed
     blank.view_layer.objects.active = None
     assert "role" not in draw_all(blank)  # no active object: only the scene's run
-    for obj, expected in ((cloth, {"role", "mass", "tension", "bending", "pin_group", "contact_stiffness"}),
-                          (target, {"role", "cloth", "weight", "weight_group"})):
+    for obj, expected in (
+        (cloth, {"role", "mass", "tension", "bending", "pin_group", "contact_stiffness"}),
+        (target, {"role", "cloth", "weight", "weight_group"}),
+    ):
         blank.view_layer.objects.active = obj
         assert expected <= set(draw_all(blank))
     blank.scene.diffcloth.opt_forces = True
     blank.window_manager.diffcloth.running = True
     try:
-        assert {"force_strength", "force_change", "force_move_pins", "max_iterations", "stop_within"} <= set(draw_all(blank))
+        assert {"force_strength", "force_change", "force_move_pins", "max_iterations", "stop_within"} <= set(
+            draw_all(blank)
+        )
     finally:
         blank.window_manager.diffcloth.running = False
     assert bpy.ops.diffcloth.optimize() == {"FINISHED"}  # the stored result drawn beside the settings
@@ -544,22 +561,25 @@ def test_save_and_reopen_keeps_settings_and_bake(posed, blank, tmp_path):
     assert np.allclose(evaluated(cloth), baked, atol=1e-6)
 
 
-@pytest.mark.parametrize("problem,message", [
-    ("no cloth", "no cloth"),
-    ("not a mesh", "is a curve, not a mesh"),
-    ("vertex count", "has 4 vertices, cloth 'Cloth' has 36"),
-    ("no targets", "no targets"),
-    ("no keyframes", "no targets with keyframes"),
-    ("outside range", "outside the frame range"),
-    ("loose edge", "loose edge"),
-    ("pin group", "has no vertex group 'nope'"),
-    ("diverges", "diverged at frame"),
-    ("nothing to optimize", "nothing to optimize"),
-    ("subdivided", "cloth 'Cloth': modifier 'Subdivision' change(s) its vertex count (36 → 121)"),
-    ("displaced", "cloth 'Cloth': modifier 'Displace' change(s) its shape"),
-    ("target of a non-cloth", "target 'Target' poses 'Other', which is not marked as Cloth"),
-    ("key spacing", "Force Key Spacing: keys every 0.01 s give"),
-])
+@pytest.mark.parametrize(
+    "problem,message",
+    [
+        ("no cloth", "no cloth"),
+        ("not a mesh", "is a curve, not a mesh"),
+        ("vertex count", "has 4 vertices, cloth 'Cloth' has 36"),
+        ("no targets", "no targets"),
+        ("no keyframes", "no targets with keyframes"),
+        ("outside range", "outside the frame range"),
+        ("loose edge", "loose edge"),
+        ("pin group", "has no vertex group 'nope'"),
+        ("diverges", "diverged at frame"),
+        ("nothing to optimize", "nothing to optimize"),
+        ("subdivided", "cloth 'Cloth': modifier 'Subdivision' change(s) its vertex count (36 → 121)"),
+        ("displaced", "cloth 'Cloth': modifier 'Displace' change(s) its shape"),
+        ("target of a non-cloth", "target 'Target' poses 'Other', which is not marked as Cloth"),
+        ("key spacing", "Force Key Spacing: keys every 0.01 s give"),
+    ],
+)
 def test_bad_input_reports_and_leaves_scene_untouched(blank, problem, message):
     scene = blank.scene
     scene.frame_start, scene.frame_end = 1, 6
@@ -609,19 +629,27 @@ def test_bad_input_reports_and_leaves_scene_untouched(blank, problem, message):
         bpy.ops.mesh.primitive_plane_add()
         bpy.context.active_object.name = "Other"
         target.diffcloth.cloth = bpy.data.objects["Other"]
-    snapshot = {o.name: (o.diffcloth.tension, o.data.shape_keys is None if o.type == "MESH" else None)
-                for o in scene.objects}
+    snapshot = {
+        o.name: (o.diffcloth.tension, o.data.shape_keys is None if o.type == "MESH" else None) for o in scene.objects
+    }
     out = ops_report(bpy.ops.diffcloth.optimize)
     assert out != {"FINISHED"}
     assert message in str(out)
-    assert snapshot == {o.name: (o.diffcloth.tension, o.data.shape_keys is None if o.type == "MESH" else None)
-                        for o in scene.objects}
+    assert snapshot == {
+        o.name: (o.diffcloth.tension, o.data.shape_keys is None if o.type == "MESH" else None) for o in scene.objects
+    }
     assert not blank.window_manager.diffcloth.running
 
 
 def test_addon_type_checks():
     mypy = pytest.importorskip("mypy.api")
     # Blender's `name: FloatProperty(...)` idiom is not a valid annotation for mypy: that code is off
-    out, err, status = mypy.run([str(REPO / "diffcloth_addon"), "--ignore-missing-imports",
-                                 "--follow-imports=silent", "--disable-error-code=valid-type"])
+    out, err, status = mypy.run(
+        [
+            str(REPO / "diffcloth_addon"),
+            "--ignore-missing-imports",
+            "--follow-imports=silent",
+            "--disable-error-code=valid-type",
+        ]
+    )
     assert status == 0, out + err

@@ -100,7 +100,7 @@ def test_energy_gradient_and_hessian_match_finite_differences():
     scene = dc.Scene(cloth.replace(pinned=[0, 7]), steps=1, dt=0.05)
     model = Model(scene)
     v[[0, 7]] = 0.0
-    hv = model.system.matvec(model.potential.hinge_data, v[model.free].ravel()) / model.h ** 2
+    hv = model.system.matvec(model.potential.hinge_data, v[model.free].ravel()) / model.h**2
     assert np.allclose(hv, hb.hess_vec(v)[model.free].ravel(), rtol=0, atol=1e-12 * np.abs(hv).max())
 
 
@@ -121,8 +121,11 @@ def rolled(verts, radius, angle):
     """The flat mesh rolled isometrically onto a cylinder whose axis lies in-plane at `angle`."""
     axis, across = np.array([np.cos(angle), np.sin(angle), 0.0]), np.array([-np.sin(angle), np.cos(angle), 0.0])
     s, a = verts @ across, verts @ axis
-    return (a[:, None] * axis + (radius * np.sin(s / radius))[:, None] * across
-            + (radius * (1 - np.cos(s / radius)))[:, None] * [0, 0, 1.0])
+    return (
+        a[:, None] * axis
+        + (radius * np.sin(s / radius))[:, None] * across
+        + (radius * (1 - np.cos(s / radius)))[:, None] * [0, 0, 1.0]
+    )
 
 
 @pytest.mark.parametrize("mesh", ["equilateral", "grid"])
@@ -137,7 +140,7 @@ def test_rigidity_is_in_newton_metres_at_any_resolution(mesh):
         _, hb = hinge_term(verts, tris, k=k)
         angles = np.linspace(0, np.pi, 6, endpoint=False) if mesh == "equilateral" else [0.0, np.pi / 2]
         for angle in angles:
-            ratio = hb.energy(hb.bend(rolled(verts, radius, angle))) / (0.5 * k / radius ** 2 * area)
+            ratio = hb.energy(hb.bend(rolled(verts, radius, angle))) / (0.5 * k / radius**2 * area)
             assert 1 - 1.25 / n < ratio <= 1.0, (n, angle, ratio)
 
 
@@ -147,8 +150,9 @@ def strip_droop(cells, rigidity, length=0.3, width=0.075, density=1.0):
     verts, tris = dc.grid(cells + 1, cells // 4 + 1, size=1.0)
     verts = (verts + 0.5) * [length, width, 0.0]
     pinned = np.flatnonzero(verts[:, 0] <= length / 8 + 1e-9)
-    cloth = dc.Cloth(verts, tris, mass=density * length * width, k_tension=1e3, k_bending=rigidity, damping=2.0,
-                     pinned=pinned)
+    cloth = dc.Cloth(
+        verts, tris, mass=density * length * width, k_tension=1e3, k_bending=rigidity, damping=2.0, pinned=pinned
+    )
     traj = dc.simulate(dc.Scene(cloth, steps=30, dt=0.1))
     # at 64 cells the stiff bending lifts the residual's rounding floor above tol: those steps
     # stop there instead of iterating on rounding noise
@@ -165,5 +169,5 @@ def test_cantilevered_strip_droops_alike_at_three_resolutions():
     assert abs(droop[1] - droop[2]) < 0.6 * abs(droop[0] - droop[1])
     # Euler–Bernoulli's ρgL⁴/8D with k_bending as D: on this grid a clamped sheet also twists a
     # little as it bends, which the rolled sheet above cannot, so it droops somewhat more
-    beam = density * 9.81 * free ** 4 / (8 * rigidity)
+    beam = density * 9.81 * free**4 / (8 * rigidity)
     assert 1.0 < droop[-1] / beam < 1.3

@@ -24,10 +24,13 @@ def snapshot(context):
     state = {"frame": context.scene.frame_current, "objects": sorted(o.name for o in bpy.data.objects)}
     for obj in bpy.data.objects:
         # the settings are read through RNA below (on bpy 4.2 reading a pointer setting adds it to the raw storage)
-        entry = {"props": {k: _plain(obj[k]) for k in obj.keys() if k != "diffcloth"},
-                 "settings": {p: _plain(getattr(obj.diffcloth, p)) for p in obj.diffcloth.bl_rna.properties.keys()
-                              if p != "rna_type"},
-                 "matrix": np.array(obj.matrix_world).tobytes()}
+        entry = {
+            "props": {k: _plain(obj[k]) for k in obj.keys() if k != "diffcloth"},
+            "settings": {
+                p: _plain(getattr(obj.diffcloth, p)) for p in obj.diffcloth.bl_rna.properties.keys() if p != "rna_type"
+            },
+            "matrix": np.array(obj.matrix_world).tobytes(),
+        }
         if obj.type == "MESH":
             mesh = obj.data
             co = np.empty(len(mesh.vertices) * 3)
@@ -41,14 +44,18 @@ def snapshot(context):
                     b.data.foreach_get("co", kco)
                     entry["keys"].append((b.name, b.value, b.mute, kco.tobytes()))
                 anim = keys.animation_data
-                entry["key_anim"] = None if anim is None or anim.action is None else sorted(
-                    (fc.data_path, tuple(tuple(k.co) for k in fc.keyframe_points)) for fc in _fcurves(anim))
+                entry["key_anim"] = (
+                    None
+                    if anim is None or anim.action is None
+                    else sorted((fc.data_path, tuple(tuple(k.co) for k in fc.keyframe_points)) for fc in _fcurves(anim))
+                )
         state[obj.name] = entry
     return state
 
 
 def _fcurves(anim):
     from diffcloth.diffcloth_addon import convert
+
     return convert.action_fcurves(anim)
 
 
@@ -93,6 +100,7 @@ def plain_simulation(context):
     """The cloth's motion simulated by core from the scene as gathered (world positions per frame)."""
     from diffcloth import core
     from diffcloth.diffcloth_addon import convert
+
     return core.simulate(convert.gather(context, need_targets=False).scene).x
 
 
@@ -145,7 +153,7 @@ def test_rerun_after_an_edit_stores_the_new_motion_whole(blank, edit):
     assert len(stored) == steps * cloth.diffcloth.substeps + 1
     frames = range(scene.frame_start, scene.frame_end + 1)
     shown = baked(blank, cloth, frames)
-    assert np.abs(stored[::cloth.diffcloth.substeps] - shown).max() < 1e-5
+    assert np.abs(stored[:: cloth.diffcloth.substeps] - shown).max() < 1e-5
     # and it is the simulation of the scene as it now is
     scene.frame_set(1)
     assert np.abs(plain_simulation(blank) - shown).max() < 1e-5
@@ -182,14 +190,18 @@ def test_every_vertex_pinned(blank):
     cloth = grid_cloth(pins=False)
     cloth.vertex_groups.new(name="all").add(list(range(len(cloth.data.vertices))), 1.0, "REPLACE")
     cloth.diffcloth.pin_group = "all"
-    refused(blank, bpy.ops.diffcloth.simulate, "every vertex of 'Cloth' is pinned (pin group 'all'): nothing to simulate")
+    refused(
+        blank, bpy.ops.diffcloth.simulate, "every vertex of 'Cloth' is pinned (pin group 'all'): nothing to simulate"
+    )
 
 
 def test_empty_pin_group(blank):
     cloth = grid_cloth(pins=False)
     cloth.vertex_groups.new(name="pins")
     cloth.diffcloth.pin_group = "pins"
-    refused(blank, bpy.ops.diffcloth.simulate, "pin group 'pins' of cloth 'Cloth' has no vertex with a weight above 0.5")
+    refused(
+        blank, bpy.ops.diffcloth.simulate, "pin group 'pins' of cloth 'Cloth' has no vertex with a weight above 0.5"
+    )
 
 
 def test_nan_vertex_is_named(blank):
@@ -200,8 +212,7 @@ def test_nan_vertex_is_named(blank):
 
 def test_non_manifold_edge_names_plain_vertex_indices(blank):
     mesh = bpy.data.meshes.new("Fan")
-    mesh.from_pydata([(0, 0, 0), (1, 0, 0), (0, 1, 0), (0, -1, 0), (0, 0, 1)], [],
-                     [(0, 1, 2), (1, 0, 3), (0, 1, 4)])
+    mesh.from_pydata([(0, 0, 0), (1, 0, 0), (0, 1, 0), (0, -1, 0), (0, 0, 1)], [], [(0, 1, 2), (1, 0, 3), (0, 1, 4)])
     obj = bpy.data.objects.new("Fan", mesh)
     blank.collection.objects.link(obj)
     obj.diffcloth.role = "CLOTH"
@@ -223,6 +234,7 @@ def test_scale_animated_to_zero_is_refused_and_the_previous_bake_stays(blank):
 def test_a_bake_that_cannot_be_written_leaves_the_previous_bake(blank):
     """All or nothing at the bake itself: a singular matrix at one frame writes no key."""
     from diffcloth.diffcloth_addon import bake
+
     scene = blank.scene
     scene.frame_start, scene.frame_end = 1, 6
     cloth = grid_cloth()
@@ -250,7 +262,9 @@ def test_sphere_with_animated_scale_keeps_the_cloth_out_at_every_frame(blank):
     for f in range(1, 12):
         scene.frame_set(f)
         radius = 0.25 * sphere.matrix_world.to_scale()[0]
-        deepest.append(radius - np.linalg.norm(evaluated(cloth) - np.array(sphere.matrix_world.translation), axis=1).min())
+        deepest.append(
+            radius - np.linalg.norm(evaluated(cloth) - np.array(sphere.matrix_world.translation), axis=1).min()
+        )
     assert max(deepest) < 2e-3, deepest
     assert deepest[-1] > -2e-3  # the cloth does lie on the grown sphere
 
@@ -334,6 +348,7 @@ def test_a_cloth_hidden_with_h_simulates_as_when_visible(blank):
 
 def test_a_collider_blender_does_not_evaluate_is_ignored_with_a_warning(blank):
     from diffcloth.diffcloth_addon import operators
+
     scene = blank.scene
     scene.frame_start, scene.frame_end = 1, 6
     grid_cloth()
@@ -343,13 +358,17 @@ def test_a_collider_blender_does_not_evaluate_is_ignored_with_a_warning(blank):
     sphere.hide_viewport = True
     setup, _ = operators.prepare(blank, "simulate")
     assert setup.scene.colliders == []
-    assert setup.warnings == ["collider 'Sphere' is disabled in viewports or in an excluded collection: ignored, "
-                              "as by Blender's own physics"]
+    assert setup.warnings == [
+        "collider 'Sphere' is disabled in viewports or in an excluded collection: ignored, as by Blender's own physics"
+    ]
 
 
-@pytest.mark.parametrize("scale,message", [
-    ((0.0, 0.0, 0.0), "sphere collider 'Sphere' has no size at frame 1 (scale (0, 0, 0))"),
-])
+@pytest.mark.parametrize(
+    "scale,message",
+    [
+        ((0.0, 0.0, 0.0), "sphere collider 'Sphere' has no size at frame 1 (scale (0, 0, 0))"),
+    ],
+)
 def test_zero_size_sphere_is_named(blank, scale, message):
     grid_cloth()
     bpy.ops.mesh.primitive_uv_sphere_add(radius=0.1, location=(0, 0, -0.5))
@@ -375,6 +394,7 @@ def test_flattened_plane_is_named(blank):
 
 def test_plane_with_zero_z_scale_still_collides(blank):
     from diffcloth.diffcloth_addon import convert
+
     grid_cloth()
     add_plane(scale=(3.0, 3.0, 0.0))
     plane = convert.gather(blank, need_targets=False).scene.colliders[0]
@@ -384,16 +404,23 @@ def test_plane_with_zero_z_scale_still_collides(blank):
 def test_upside_down_plane_is_refused(blank):
     grid_cloth()
     add_plane(rotation=(math.pi, 0, 0))
-    refused(blank, bpy.ops.diffcloth.simulate, "cloth 'Cloth' starts behind plane collider 'Floor' (36 of 36 vertices "
-            "at frame 1): a plane pushes along its normal (its local Z axis)")
+    refused(
+        blank,
+        bpy.ops.diffcloth.simulate,
+        "cloth 'Cloth' starts behind plane collider 'Floor' (36 of 36 vertices "
+        "at frame 1): a plane pushes along its normal (its local Z axis)",
+    )
 
 
 def test_cloth_starting_inside_a_sphere_is_refused(blank):
     grid_cloth()
     bpy.ops.mesh.primitive_uv_sphere_add(radius=0.1, location=(0.0, 0.0, 0.05))
     bpy.context.active_object.diffcloth.role = "SPHERE"
-    refused(blank, bpy.ops.diffcloth.simulate, "cloth 'Cloth' starts inside sphere collider 'Sphere' (4 of 36 "
-            "vertices at frame 1): move them apart")
+    refused(
+        blank,
+        bpy.ops.diffcloth.simulate,
+        "cloth 'Cloth' starts inside sphere collider 'Sphere' (4 of 36 vertices at frame 1): move them apart",
+    )
 
 
 @pytest.fixture
@@ -425,10 +452,14 @@ def test_a_target_blender_does_not_evaluate_is_refused(keyed, blank):
 
 def test_targets_that_count_for_nothing(keyed, blank):
     from diffcloth.diffcloth_addon import operators
+
     cloth, target = keyed
     target.diffcloth.weight = 0.0
-    refused(blank, bpy.ops.diffcloth.optimize, "every target counts for nothing: 'Target' at frame 13 (Weight 0, or a "
-            "Weight Group of zero weights)")
+    refused(
+        blank,
+        bpy.ops.diffcloth.optimize,
+        "every target counts for nothing: 'Target' at frame 13 (Weight 0, or a Weight Group of zero weights)",
+    )
     target.diffcloth.weight = 1.0
     target.vertex_groups.new(name="none")
     target.diffcloth.weight_group = "none"
@@ -438,34 +469,42 @@ def test_targets_that_count_for_nothing(keyed, blank):
     other.diffcloth.role = "TARGET"
     other.keyframe_insert("location", frame=8)
     setup, _ = operators.prepare(blank, "optimize")
-    assert "target 'Target' at frame 13 counts for nothing (Weight 0, or a Weight Group of zero weights)" in setup.warnings
+    assert (
+        "target 'Target' at frame 13 counts for nothing (Weight 0, or a Weight Group of zero weights)" in setup.warnings
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # helpers for the cases below
 
+
 def ops():
     from diffcloth.diffcloth_addon import operators
+
     return operators
 
 
 def conv():
     from diffcloth.diffcloth_addon import convert
+
     return convert
 
 
 def run_inline(job, cancel_after=None):
     """An Inline run of job; cancel_after: cancel once that many iterations were reported (0: before the first)."""
     from diffcloth.diffcloth_addon import runner
+
     run = runner.Inline(job)
     if cancel_after == 0:
         run.cancel()
     elif cancel_after is not None:
+
         class Infos(list):
             def append(self, info):
                 super().append(info)
                 if len(self) >= cancel_after:
                     run.cancel()
+
         run.infos = Infos()
     run.start()
     return run
@@ -481,6 +520,7 @@ def matches_plain(context, cloth, atol=1e-5):
     the stored design where it fits, on the stored motion's branch where the cloth buckles, as
     Simulate & Bake does); returns the setup."""
     from diffcloth import core
+
     convert = conv()
     setup = convert.gather(context, cloth.name, need_targets=False)
     scene = convert.apply_stored_result(setup)
@@ -557,8 +597,12 @@ CLOTH_BOUNDS = [
     ("thickness", 0.0, None),
     ("thickness", 0.05, None),
     # 10 m (meant as mm?): the cloth 0.15 m from the sphere shot 12 m up in three frames
-    ("thickness", 10.0, "cloth 'Cloth' starts closer to sphere collider 'Sphere' than its Thickness (10 m; 16 of 16 "
-     "vertices at frame 1), which would fling it away"),
+    (
+        "thickness",
+        10.0,
+        "cloth 'Cloth' starts closer to sphere collider 'Sphere' than its Thickness (10 m; 16 of 16 "
+        "vertices at frame 1), which would fling it away",
+    ),
 ]
 
 
@@ -581,15 +625,31 @@ def test_cloth_setting_at_its_bounds(blank, setting, value, outcome):
 
 
 # the fabric (the default material) with either solver: (solver, setting, value, outcome)
-FABRIC_BOUNDS = [(solver, setting, value, None) for solver in ("LINEARIZED", "NEWTON") for setting, value in (
-    ("density", 1e-4), ("density", 5.0), ("density", 100.0), ("stretch", 1e-3), ("stretch", 1e5), ("stretch", 1e9),
-    ("bending", 1e-9), ("bending", 0.1), ("damping", 0.0), ("damping", 1e5), ("substeps", 64))
-    if (solver, setting, value) != ("NEWTON", "stretch", 1e9)] + [
-    ("NEWTON", "stretch", 1e9, "simulate of 'Cloth' failed: simulation diverged at frame 1")]
+FABRIC_BOUNDS = [
+    (solver, setting, value, None)
+    for solver in ("LINEARIZED", "NEWTON")
+    for setting, value in (
+        ("density", 1e-4),
+        ("density", 5.0),
+        ("density", 100.0),
+        ("stretch", 1e-3),
+        ("stretch", 1e5),
+        ("stretch", 1e9),
+        ("bending", 1e-9),
+        ("bending", 0.1),
+        ("damping", 0.0),
+        ("damping", 1e5),
+        ("substeps", 64),
+    )
+    if (solver, setting, value) != ("NEWTON", "stretch", 1e9)
+] + [("NEWTON", "stretch", 1e9, "simulate of 'Cloth' failed: simulation diverged at frame 1")]
 
 
-@pytest.mark.parametrize("solver,setting,value,outcome", FABRIC_BOUNDS,
-                         ids=[f"{solver.lower()}-{s}={v:g}" for solver, s, v, _ in FABRIC_BOUNDS])
+@pytest.mark.parametrize(
+    "solver,setting,value,outcome",
+    FABRIC_BOUNDS,
+    ids=[f"{solver.lower()}-{s}={v:g}" for solver, s, v, _ in FABRIC_BOUNDS],
+)
 def test_fabric_setting_at_its_bounds(blank, solver, setting, value, outcome):
     """The same for a fabric, with the linearized and the converged solver."""
     short_range(blank, 1, 4)
@@ -607,9 +667,19 @@ def test_fabric_setting_at_its_bounds(blank, solver, setting, value, outcome):
     assert np.isfinite(motion(cloth)).all()
 
 
-@pytest.mark.parametrize("setting,value", [("mass", 0.0), ("tension", -1.0), ("bending", 0.0), ("damping", -1.0),
-                                           ("substeps", 0), ("substeps", 65), ("contact_stiffness", 0.0),
-                                           ("thickness", -0.1)])
+@pytest.mark.parametrize(
+    "setting,value",
+    [
+        ("mass", 0.0),
+        ("tension", -1.0),
+        ("bending", 0.0),
+        ("damping", -1.0),
+        ("substeps", 0),
+        ("substeps", 65),
+        ("contact_stiffness", 0.0),
+        ("thickness", -0.1),
+    ],
+)
 def test_cloth_setting_below_its_minimum_is_clamped(blank, setting, value):
     """Typed past the hard limit: Blender clamps it, and the run uses the clamped value."""
     short_range(blank, 1, 3)
@@ -618,10 +688,15 @@ def test_cloth_setting_below_its_minimum_is_clamped(blank, setting, value):
     prop = cloth.diffcloth.bl_rna.properties[setting]
     assert getattr(cloth.diffcloth, setting) in (prop.hard_min, prop.hard_max)
     scene = conv().gather(blank, need_targets=False).scene
-    assert {"mass": scene.cloth.mass, "tension": scene.cloth.k_tension[0], "bending": scene.cloth.k_bending[0],
-            "damping": scene.cloth.damping, "substeps": scene.substeps,
-            "contact_stiffness": scene.contact_stiffness, "thickness": scene.contact_thickness}[setting] == \
-        pytest.approx(getattr(cloth.diffcloth, setting))
+    assert {
+        "mass": scene.cloth.mass,
+        "tension": scene.cloth.k_tension[0],
+        "bending": scene.cloth.k_bending[0],
+        "damping": scene.cloth.damping,
+        "substeps": scene.substeps,
+        "contact_stiffness": scene.contact_stiffness,
+        "thickness": scene.contact_thickness,
+    }[setting] == pytest.approx(getattr(cloth.diffcloth, setting))
     assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
     matches_plain(blank, cloth)
 
@@ -629,12 +704,16 @@ def test_cloth_setting_below_its_minimum_is_clamped(blank, setting, value):
 # (scene settings, outcome) for an optimization; None: finished, and the bake is the stored design's simulation
 RUN_BOUNDS = {
     "target weight huge": (dict(weight=1e6), None),
-    "force key spacing at its minimum": (dict(opt_tension=False, opt_forces=True, force_key_spacing=1e-3),
-                                         "Force Key Spacing: keys every 0.001 s give"),
+    "force key spacing at its minimum": (
+        dict(opt_tension=False, opt_forces=True, force_key_spacing=1e-3),
+        "Force Key Spacing: keys every 0.001 s give",
+    ),
     "force key spacing longer than the range": (dict(opt_tension=False, opt_forces=True, force_key_spacing=2.0), None),
     "key forces free of cost": (dict(opt_tension=False, opt_forces=True, force_strength=0.0, force_change=0.0), None),
-    "frame forces free of cost": (dict(opt_tension=False, opt_forces=True, force_basis="FRAMES", force_strength=0.0,
-                                       force_change=0.0), None),
+    "frame forces free of cost": (
+        dict(opt_tension=False, opt_forces=True, force_basis="FRAMES", force_strength=0.0, force_change=0.0),
+        None,
+    ),
     "wind free of cost": (dict(opt_tension=False, opt_wind=True, force_strength=0.0, force_change=0.0), None),
     "one iteration": (dict(max_iterations=1), None),
     "stop within a kilometre": (dict(stop_within=1000.0), None),
@@ -740,12 +819,14 @@ def test_a_target_duplicated_from_the_baked_cloth(blank):
 # ---------------------------------------------------------------------------------------------
 # broken meshes
 
+
 def _grid(n=3, size=0.4, x=0.0):
     """Vertices and quads of an n×n grid in the XY plane."""
     s = np.linspace(-size / 2, size / 2, n)
     verts = [(x + a, b, 0.0) for b in s for a in s]
-    quads = [(j * n + i, j * n + i + 1, (j + 1) * n + i + 1, (j + 1) * n + i)
-             for j in range(n - 1) for i in range(n - 1)]
+    quads = [
+        (j * n + i, j * n + i + 1, (j + 1) * n + i + 1, (j + 1) * n + i) for j in range(n - 1) for i in range(n - 1)
+    ]
     return verts, quads
 
 
@@ -836,6 +917,7 @@ def test_a_hand_made_mesh(blank, kind):
 
 # ---------------------------------------------------------------------------------------------
 # broken targets
+
 
 def _target_case(context, cloth, target, kind):
     """Break the aimed fixture's target as an artist might; returns the cloth to run."""
@@ -931,11 +1013,11 @@ TARGETS = {
     "subdivided": "target 'Target' has 81 vertices, cloth 'Cloth' has 25",
     # nothing can move the cloth at its start frame: it went on to optimize nothing
     "keyed at the start frame only": "every target counts for nothing: 'Target' at frame 1 (the start frame, where the "
-                                     "cloth is as modelled: key it later)",
+    "cloth is as modelled: key it later)",
     "keyed at the start frame too": None,
     # the poll said "no targets with keyframes"; a second target's NLA keys were left out silently
     "its keys pushed down to the NLA": "target 'Target' is animated by NLA strips, whose keyframes DiffCloth does not "
-                                       "read as poses",
+    "read as poses",
     "a second target in the NLA": "target 'Second' is animated by NLA strips",
     # keys of its visibility, a custom property or its Weight made frames 3, 4, 5 target keys
     "hidden from the render by a key": None,
@@ -943,7 +1025,7 @@ TARGETS = {
 # what the run warns about (with outcome None)
 TARGET_WARNINGS = {
     "keyed at the start frame too": "target 'Target' at frame 1 counts for nothing (the start frame, where the cloth "
-                                    "is as modelled: key it later)",
+    "is as modelled: key it later)",
 }
 
 
@@ -964,6 +1046,7 @@ def test_a_broken_target(aimed, blank, kind):
 
 # ---------------------------------------------------------------------------------------------
 # colliders
+
 
 def _collider_case(context, kind):
     """Add a collider under the cloth as an artist might; returns it and what it must collide as:
@@ -1029,10 +1112,17 @@ def _collider_case(context, kind):
     raise KeyError(kind)
 
 
-COLLIDERS = ["an empty as a sphere", "an animated sphere", "a sphere parented to an animated empty",
-             "a sphere with a Copy Location constraint", "a sphere with an animated scale",
-             "a plane with non-uniform scale", "a plane with a negative X scale", "an animated plane",
-             "an empty as a plane"]
+COLLIDERS = [
+    "an empty as a sphere",
+    "an animated sphere",
+    "a sphere parented to an animated empty",
+    "a sphere with a Copy Location constraint",
+    "a sphere with an animated scale",
+    "a plane with non-uniform scale",
+    "a plane with a negative X scale",
+    "an animated plane",
+    "an empty as a plane",
+]
 
 
 @pytest.mark.parametrize("kind", COLLIDERS)
@@ -1065,7 +1155,7 @@ BAD_COLLIDERS = {
     # a floor 30 cm above the one shown, a plane through the middle of the cube;
     # a mesh without vertices was "not a mesh or an empty"
     "a sphere whose location was applied": "sphere collider 'Sphere': its vertices are centred 0.5 m from its origin "
-                                           "at frame 1",
+    "at frame 1",
     "a floor whose location was applied": "plane collider 'Floor': its vertices lie up to 0.3 m off DiffCloth's plane",
     "a cube as a floor": "plane collider 'Cube': its vertices lie up to 0.5 m off DiffCloth's plane",
 }
@@ -1108,6 +1198,7 @@ def test_a_collider_that_cannot_collide_as_shown(blank, kind):
 # ---------------------------------------------------------------------------------------------
 # a cloth carried by parents, constraints and animation
 
+
 def _carrier(context, name="Rig"):
     """An empty moved 0.3 m along X over frames 1-6."""
     rig = bpy.data.objects.new(name, None)
@@ -1118,8 +1209,15 @@ def _carrier(context, name="Rig"):
     return rig
 
 
-CARRIED = ["parented", "Child Of", "Copy Location", "parent with an animated scale", "parent disabled in viewports",
-           "Subdivision for the render only", "its own shape key at 0"]
+CARRIED = [
+    "parented",
+    "Child Of",
+    "Copy Location",
+    "parent with an animated scale",
+    "parent disabled in viewports",
+    "Subdivision for the render only",
+    "its own shape key at 0",
+]
 
 
 @pytest.mark.parametrize("kind", CARRIED)
@@ -1226,6 +1324,7 @@ def test_a_cloth_in_edit_mode_is_refused(blank):
 def test_a_target_in_edit_mode_counts_as_edited(aimed, blank):
     """A target still in Edit Mode is read with its edits."""
     import bmesh
+
     cloth, target = aimed
     bpy.ops.object.select_all(action="DESELECT")
     blank.view_layer.objects.active = target
@@ -1242,6 +1341,7 @@ def test_a_target_in_edit_mode_counts_as_edited(aimed, blank):
 
 # ---------------------------------------------------------------------------------------------
 # runs cancelled, failing, or outlived by their cloth
+
 
 @pytest.mark.parametrize("cancel_after", [0, 2])
 def test_an_inline_run_cancelled(aimed, blank, cancel_after):
@@ -1265,6 +1365,7 @@ def test_an_inline_run_cancelled(aimed, blank, cancel_after):
 
 def _worker(job):
     from diffcloth.diffcloth_addon import runner
+
     return runner.Process(job).start()
 
 
@@ -1291,9 +1392,12 @@ def test_a_worker_process_that_ends_badly_writes_nothing(aimed, blank, how):
         os.kill(run.proc.pid, signal.SIGKILL)
     _, done = run.wait()
     assert done and run.result is None
-    expected = ("optimize of 'Cloth' failed: the worker process was killed (signal 9) before finishing"
-                if how != "failing" else "optimize of 'Cloth' failed: the worker process ended with exit code 1 "
-                "before finishing: KeyError: 'params'")
+    expected = (
+        "optimize of 'Cloth' failed: the worker process was killed (signal 9) before finishing"
+        if how != "failing"
+        else "optimize of 'Cloth' failed: the worker process ended with exit code 1 "
+        "before finishing: KeyError: 'params'"
+    )
     with pytest.raises(conv().InputError, match=re.escape(expected)):
         ops().finish(blank, setup, run)
     assert snapshot(blank) == before
@@ -1374,6 +1478,7 @@ def test_the_scene_changed_during_a_run(aimed, blank, tmp_path, kind):
 # ---------------------------------------------------------------------------------------------
 # re-runs after edits
 
+
 def _rerun_edit(context, cloth, target, kind):
     if kind == "a target added":
         second = add_target(context, cloth, 4, name="Second", offset=(0.0, 0.0, 0.0))
@@ -1420,13 +1525,28 @@ def _rerun_edit(context, cloth, target, kind):
         context.view_layer.objects.active = cloth
 
 
-RERUNS = ["a target added", "the target removed, another added", "the target re-keyed earlier", "the target re-posed",
-          "the cloth renamed", "Clear Bake", "Discard Result", "Apply Optimized Stiffness", "more frames",
-          "fewer frames", "more substeps", "a pin added", "more vertices"]
+RERUNS = [
+    "a target added",
+    "the target removed, another added",
+    "the target re-keyed earlier",
+    "the target re-posed",
+    "the cloth renamed",
+    "Clear Bake",
+    "Discard Result",
+    "Apply Optimized Stiffness",
+    "more frames",
+    "fewer frames",
+    "more substeps",
+    "a pin added",
+    "more vertices",
+]
 # what of the stored design no longer fits after the edit: named (it was left out silently, the panel
 # still saying Simulate used it)
-RERUN_UNUSED = {"more frames": "control forces", "fewer frames": "control forces",
-                "more vertices": "tension, control forces"}
+RERUN_UNUSED = {
+    "more frames": "control forces",
+    "fewer frames": "control forces",
+    "more vertices": "tension, control forces",
+}
 
 
 @pytest.mark.parametrize("then", ["simulate", "optimize"])
@@ -1441,9 +1561,14 @@ def test_a_rerun_after_an_edit(aimed, blank, kind, then):
     _rerun_edit(blank, cloth, target, kind)
     settings.max_iterations = 1
     warnings = ops().prepare(blank, then, cloth_name=cloth.name)[0].warnings
-    assert warnings == ([f"the optimization stored on 'Cloth' no longer fits its mesh, pins or frame range: its "
-                         f"{RERUN_UNUSED[kind]} are left out (Optimize again, or Discard Result)"]
-                        if kind in RERUN_UNUSED else [])
+    assert warnings == (
+        [
+            f"the optimization stored on 'Cloth' no longer fits its mesh, pins or frame range: its "
+            f"{RERUN_UNUSED[kind]} are left out (Optimize again, or Discard Result)"
+        ]
+        if kind in RERUN_UNUSED
+        else []
+    )
     assert getattr(bpy.ops.diffcloth, then)(cloth=cloth.name) == {"FINISHED"}
     setup = matches_plain(blank, cloth)
     n, steps = setup.scene.cloth.n, setup.scene.n_steps
@@ -1469,11 +1594,17 @@ def test_apply_optimized_stiffness_after_the_mesh_changed(aimed, blank):
     assert np.allclose(setup.scene.cloth.k_tension, optimized)
 
 
-@pytest.mark.parametrize("frame,message", [
-    (9, "frame 9 is outside the frame range 1-6: a target of 'Cloth' keyed there would not count"),
-    (0, "frame 0 is outside the frame range 1-6"),
-    (1, "frame 1 is the start frame, where the cloth is as modelled: a target of 'Cloth' keyed there would not count"),
-])
+@pytest.mark.parametrize(
+    "frame,message",
+    [
+        (9, "frame 9 is outside the frame range 1-6: a target of 'Cloth' keyed there would not count"),
+        (0, "frame 0 is outside the frame range 1-6"),
+        (
+            1,
+            "frame 1 is the start frame, where the cloth is as modelled: a target of 'Cloth' keyed there would not count",
+        ),
+    ],
+)
 def test_new_target_from_cloth_where_it_would_not_count(blank, frame, message):
     """New Target from Cloth on a frame where its key would be refused or count for nothing: named,
     nothing made (it made a target the next Optimize refused, or one that counted for nothing)."""
@@ -1496,6 +1627,7 @@ def test_new_target_from_cloth_where_it_would_not_count(blank, frame, message):
 # ---------------------------------------------------------------------------------------------
 # a cloth whose mesh is not its own
 
+
 @pytest.mark.parametrize("kind", ["linked", "overridden"])
 def test_a_cloth_linked_from_a_library(blank, tmp_path, kind):
     """The cloth comes from another file (linked, or a library override of its object): the bake
@@ -1514,8 +1646,11 @@ def test_a_cloth_linked_from_a_library(blank, tmp_path, kind):
         cloth = cloth.override_create(remap_local_usages=True)
     bpy.context.view_layer.objects.active = cloth
     mesh = " has a mesh that" if kind == "overridden" else ""
-    refused(bpy.context, bpy.ops.diffcloth.simulate, f"cloth 'Cloth'{mesh} is linked from "
-            f"'{cloth.data.library.filepath}', so this file would not keep its bake")
+    refused(
+        bpy.context,
+        bpy.ops.diffcloth.simulate,
+        f"cloth 'Cloth'{mesh} is linked from '{cloth.data.library.filepath}', so this file would not keep its bake",
+    )
 
 
 @pytest.mark.parametrize("role", ["TARGET", "NONE", "CLOTH"])
@@ -1536,12 +1671,16 @@ def test_a_cloth_sharing_its_mesh(blank, role):
 # ---------------------------------------------------------------------------------------------
 # which cloth, and how it is placed
 
-@pytest.mark.parametrize("kind,message", [
-    ("two cloths, neither active", "several cloths (A, B): make one active, or name one (--cloth NAME)"),
-    ("a curve marked as cloth", "'Curve' is marked as cloth but is a curve, not a mesh"),
-    ("a name that is no cloth", "no object named 'Nope' is marked as DiffCloth cloth"),
-    ("an unknown fabric preset", "no fabric preset 'Wool' (presets: "),
-])
+
+@pytest.mark.parametrize(
+    "kind,message",
+    [
+        ("two cloths, neither active", "several cloths (A, B): make one active, or name one (--cloth NAME)"),
+        ("a curve marked as cloth", "'Curve' is marked as cloth but is a curve, not a mesh"),
+        ("a name that is no cloth", "no object named 'Nope' is marked as DiffCloth cloth"),
+        ("an unknown fabric preset", "no fabric preset 'Wool' (presets: "),
+    ],
+)
 def test_the_wrong_cloth(blank, kind, message):
     """The artist ran with no clear cloth, or asked for one that is not there."""
     op, kw = bpy.ops.diffcloth.simulate, {}

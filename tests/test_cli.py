@@ -5,7 +5,6 @@ import shutil
 
 import numpy as np
 import pytest
-
 from conftest import REPO
 
 SCENE = REPO / "sample_scenes" / "pinned_to_animated.blend"
@@ -14,6 +13,7 @@ SCENE = REPO / "sample_scenes" / "pinned_to_animated.blend"
 @pytest.fixture
 def cli(addon):
     from diffcloth.diffcloth_addon import cli
+
     return cli
 
 
@@ -26,8 +26,20 @@ def test_success_writes_outputs(cli, tmp_path):
     scene = tmp_path / "scene.blend"
     shutil.copy(SCENE, scene)
     out, report, png = tmp_path / "out.blend", tmp_path / "r.json", tmp_path / "p.png"
-    code = cli.execute(["optimize", str(scene), "--max-iter", "8", "--output", str(out), "--report", str(report),
-                        "--preview", str(png)])
+    code = cli.execute(
+        [
+            "optimize",
+            str(scene),
+            "--max-iter",
+            "8",
+            "--output",
+            str(out),
+            "--report",
+            str(report),
+            "--preview",
+            str(png),
+        ]
+    )
     assert code == 0
     data = json.loads(report.read_text())
     assert data["exit_code"] == 0 and data["final_loss"] < 1e-3 * data["initial_loss"] and data["history"]
@@ -38,6 +50,7 @@ def test_success_writes_outputs(cli, tmp_path):
     assert data["max_control_g"] == 0.0  # stiffness only: no control forces
     assert out.stat().st_size > 0
     import bpy
+
     # the preview is Blender's render: the result in blue, the target's wireframe in red, nothing left behind
     assert len(bpy.data.scenes) == 1 and not [o for o in bpy.data.objects if o.users == 0]
     img = bpy.data.images.load(str(png))
@@ -55,22 +68,27 @@ def test_success_writes_outputs(cli, tmp_path):
 
 def test_stop_within_ends_the_run_there(cli, tmp_path):
     out, report = tmp_path / "out.blend", tmp_path / "r.json"
-    assert cli.execute(["optimize", str(SCENE), "--stop-within", "1000", "--output", str(out), "--report",
-                        str(report)]) == 0
+    assert (
+        cli.execute(["optimize", str(SCENE), "--stop-within", "1000", "--output", str(out), "--report", str(report)])
+        == 0
+    )
     data = json.loads(report.read_text())  # the sample's keys are already within a metre
     assert data["reason"] == "within" and data["iterations"] == 0
 
 
-@pytest.mark.parametrize("argv,code,message", [
-    (["optimize", "--bogus"], 2, "unrecognized arguments"),
-    (["frobnicate"], 2, "invalid choice"),
-    (["optimize", "/nonexistent/scene.blend"], 1, "no such .blend"),
-    (["optimize", str(SCENE), "--cloth", "Nope"], 1, "no object named 'Nope'"),
-    (["optimize", str(SCENE), "--output", "/nonexistent/dir/out.blend"], 1, "cannot write the output"),
-    (["optimize", str(SCENE), "--report", "/nonexistent/dir/r.json"], 1, "cannot write the report"),
-    (["optimize", str(SCENE), "--stop-within", "0"], 1, "--stop-within must be a positive distance"),
-    (["optimize", str(SCENE), "--stop-within", "nan"], 1, "--stop-within must be a positive distance"),
-])
+@pytest.mark.parametrize(
+    "argv,code,message",
+    [
+        (["optimize", "--bogus"], 2, "unrecognized arguments"),
+        (["frobnicate"], 2, "invalid choice"),
+        (["optimize", "/nonexistent/scene.blend"], 1, "no such .blend"),
+        (["optimize", str(SCENE), "--cloth", "Nope"], 1, "no object named 'Nope'"),
+        (["optimize", str(SCENE), "--output", "/nonexistent/dir/out.blend"], 1, "cannot write the output"),
+        (["optimize", str(SCENE), "--report", "/nonexistent/dir/r.json"], 1, "cannot write the report"),
+        (["optimize", str(SCENE), "--stop-within", "0"], 1, "--stop-within must be a positive distance"),
+        (["optimize", str(SCENE), "--stop-within", "nan"], 1, "--stop-within must be a positive distance"),
+    ],
+)
 def test_failures(cli, capsys, tmp_path, argv, code, message):
     assert cli.execute(argv) == code
     assert message in capsys.readouterr().err
@@ -98,13 +116,31 @@ def two_cloths(bpy):
     bpy.context.collection.objects.link(copy)
 
 
-@pytest.mark.parametrize("edit,message", [(no_cloth, "no cloth: mark a mesh"),
-                                          (two_cloths, "several cloths (Cloth, Cloth.second): make one active, or name one (--cloth NAME)")])
+@pytest.mark.parametrize(
+    "edit,message",
+    [
+        (no_cloth, "no cloth: mark a mesh"),
+        (two_cloths, "several cloths (Cloth, Cloth.second): make one active, or name one (--cloth NAME)"),
+    ],
+)
 def test_scene_without_a_single_cloth(cli, capsys, tmp_path_factory, tmp_path, edit, message):
     scene = saved_variant(tmp_path_factory.mktemp("scene"), edit)
     report = tmp_path / "report.json"
-    assert cli.execute(["optimize", str(scene), "--report", str(report), "--output", str(tmp_path / "out.blend"),
-                        "--preview", str(tmp_path / "p.png")]) == 1
+    assert (
+        cli.execute(
+            [
+                "optimize",
+                str(scene),
+                "--report",
+                str(report),
+                "--output",
+                str(tmp_path / "out.blend"),
+                "--preview",
+                str(tmp_path / "p.png"),
+            ]
+        )
+        == 1
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0]
     # the failure's report alone (for summary), no partial .blend or preview
@@ -120,13 +156,31 @@ def write_report(path, **fields):
 
 
 def test_summary_merges_reports(cli, capsys, tmp_path):
-    ok = write_report(tmp_path / "sh010.json", exit_code=0, reason="within", iterations=7, timings_s={"total": 12.34},
-                      keyframes_mm={"30": dict(mean_before=9, largest_before=20, mean_after=0.456, largest_after=1.5),
-                                    "5": dict(mean_before=3, largest_before=4, mean_after=0.1, largest_after=0.25)})
-    old = write_report(tmp_path / "sh015.json", final_loss=1.0, reason="converged", iterations=2,  # before exit_code
-                       timings_s={"total": 3.0}, keyframes_mm={})
-    failed = write_report(tmp_path / "sh020.json", exit_code=1, error="simulation diverged at frame 12 | try substeps",
-                          timings_s={"total": 0.5})
+    ok = write_report(
+        tmp_path / "sh010.json",
+        exit_code=0,
+        reason="within",
+        iterations=7,
+        timings_s={"total": 12.34},
+        keyframes_mm={
+            "30": dict(mean_before=9, largest_before=20, mean_after=0.456, largest_after=1.5),
+            "5": dict(mean_before=3, largest_before=4, mean_after=0.1, largest_after=0.25),
+        },
+    )
+    old = write_report(
+        tmp_path / "sh015.json",
+        final_loss=1.0,
+        reason="converged",
+        iterations=2,  # before exit_code
+        timings_s={"total": 3.0},
+        keyframes_mm={},
+    )
+    failed = write_report(
+        tmp_path / "sh020.json",
+        exit_code=1,
+        error="simulation diverged at frame 12 | try substeps",
+        timings_s={"total": 0.5},
+    )
     (tmp_path / "sh030.json").write_text("{not json")
     summary = tmp_path / "summary.md"
     args = [ok, old, failed, str(tmp_path / "sh030.json"), str(tmp_path / "sh040.json"), "--output"]
@@ -149,13 +203,20 @@ def test_summary_merges_reports(cli, capsys, tmp_path):
     assert (tmp_path / "summary.csv").read_text().splitlines()[:3] == [
         "shot,keys: mean (largest) mm,iterations,time s,exit code,status",
         'sh010,"frame 5 0.10 (0.25), frame 30 0.46 (1.50)",7,12.3,0,ok: every key within Stop Within',
-        "sh015,,2,3.0,0,ok: converged"]
+        "sh015,,2,3.0,0,ok: converged",
+    ]
     assert cli.execute(["summary", *args, str(tmp_path / "summary.json")]) == 1
     data = json.loads((tmp_path / "summary.json").read_text())
     assert (data["succeeded"], data["total"]) == (2, 5)
-    assert data["shots"][0] == {"shot": "sh010", "keys_mm": {"5": [0.1, 0.25], "30": [0.456, 1.5]}, "iterations": 7,
-                                "time_s": 12.34, "exit_code": 0, "status": "ok: every key within Stop Within",
-                                "report": ok}
+    assert data["shots"][0] == {
+        "shot": "sh010",
+        "keys_mm": {"5": [0.1, 0.25], "30": [0.456, 1.5]},
+        "iterations": 7,
+        "time_s": 12.34,
+        "exit_code": 0,
+        "status": "ok: every key within Stop Within",
+        "report": ok,
+    }
     assert [s["exit_code"] for s in data["shots"]] == [0, 0, 1, None, None]
     capsys.readouterr()
 
@@ -171,12 +232,15 @@ def test_summary_merges_reports(cli, capsys, tmp_path):
     assert not [p for p in tmp_path.rglob("*.tmp")]
 
 
-@pytest.mark.parametrize("argv,code,message", [
-    (["summary"], 2, "the following arguments are required: REPORT_OR_FOLDER"),
-    (["summary", "r.json", "--output", "summary.txt"], 2, "must end in .md, .csv or .json"),
-    (["summary", "r.json", "--output", "/nonexistent/dir/s.md"], 1, "cannot write the summary"),
-    (["summary", "{tmp}"], 1, "no .json reports in the folder"),
-])
+@pytest.mark.parametrize(
+    "argv,code,message",
+    [
+        (["summary"], 2, "the following arguments are required: REPORT_OR_FOLDER"),
+        (["summary", "r.json", "--output", "summary.txt"], 2, "must end in .md, .csv or .json"),
+        (["summary", "r.json", "--output", "/nonexistent/dir/s.md"], 1, "cannot write the summary"),
+        (["summary", "{tmp}"], 1, "no .json reports in the folder"),
+    ],
+)
 def test_summary_failures(cli, capsys, tmp_path, argv, code, message):
     assert cli.execute([a.replace("{tmp}", str(tmp_path)) for a in argv]) == code
     err = capsys.readouterr().err

@@ -19,9 +19,14 @@ def uv_sphere(radius, segments=32, rings=16):
     verts = [(0, 0, radius)]
     for i in range(1, rings):
         th = math.pi * i / rings
-        verts += [(radius * math.sin(th) * math.cos(2 * math.pi * j / segments),
-                   radius * math.sin(th) * math.sin(2 * math.pi * j / segments), radius * math.cos(th))
-                  for j in range(segments)]
+        verts += [
+            (
+                radius * math.sin(th) * math.cos(2 * math.pi * j / segments),
+                radius * math.sin(th) * math.sin(2 * math.pi * j / segments),
+                radius * math.cos(th),
+            )
+            for j in range(segments)
+        ]
     verts.append((0, 0, -radius))
     tris = [(0, 1 + j, 1 + (j + 1) % segments) for j in range(segments)]
     for i in range(rings - 2):
@@ -88,8 +93,13 @@ def slope_scene(mu, solver="newton", frames=48):
     verts, tris = dc.grid(6, 6, 0.1)
     verts = (verts + [0, 0, 0.0015]) @ TURN.T
     cloth = dc.Fabric(0.15, 90.0, 5e-6, 0.0).cloth(verts, tris)
-    return dc.Scene(cloth, steps=frames, dt=1 / 24, solver=solver,
-                    colliders=[dc.MeshCollider(quad, [[0, 1, 2], [0, 2, 3]], friction=mu)])
+    return dc.Scene(
+        cloth,
+        steps=frames,
+        dt=1 / 24,
+        solver=solver,
+        colliders=[dc.MeshCollider(quad, [[0, 1, 2], [0, 2, 3]], friction=mu)],
+    )
 
 
 @pytest.mark.parametrize("solver", ["newton", "linearized"])
@@ -146,13 +156,23 @@ def gradient_scene(mu, moving):
     rng = np.random.default_rng(2)
     n_tension = dc.Cloth(verts, t).n_tension
     cloth = dc.Cloth(verts, t, mass=0.01, k_tension=rng.uniform(20, 30, n_tension), k_bending=1e-5, damping=0.2)
-    return dc.Scene(cloth, steps=steps, dt=1 / 24, tol=1e-12, contact_stiffness=1e4,
-                    colliders=[dc.MeshCollider(roof, tris, friction=mu, thickness=0.002)],
-                    v0=rng.normal(size=(16, 3)) * 0.05, forces=np.zeros((steps, 16, 3)))
+    return dc.Scene(
+        cloth,
+        steps=steps,
+        dt=1 / 24,
+        tol=1e-12,
+        contact_stiffness=1e4,
+        colliders=[dc.MeshCollider(roof, tris, friction=mu, thickness=0.002)],
+        v0=rng.normal(size=(16, 3)) * 0.05,
+        forces=np.zeros((steps, 16, 3)),
+    )
 
 
-@pytest.mark.parametrize("mu,moving", [(0.9, False), (0.3, False), (0.9, True), (0.3, True)],
-                         ids=["sticking", "sliding", "sticking-moving", "sliding-moving"])
+@pytest.mark.parametrize(
+    "mu,moving",
+    [(0.9, False), (0.3, False), (0.9, True), (0.3, True)],
+    ids=["sticking", "sliding", "sticking-moving", "sliding-moving"],
+)
 def test_gradients_with_a_mesh_collider_and_friction(mu, moving):
     scene = gradient_scene(mu, moving)
     traj = dc.simulate(scene)
@@ -163,8 +183,12 @@ def test_gradients_with_a_mesh_collider_and_friction(mu, moving):
     loss = dc.KeyframeLoss({8: traj.x[8] + 0.003 * rng.normal(size=(16, 3)), 4: traj.x[4]})
     _, grad = dc.value_and_grad(scene, loss)
     cloth = scene.cloth
-    directions = dict(k_tension=rng.normal(size=cloth.n_tension) * cloth.k_tension, x0=rng.normal(size=(16, 3)) * 0.01,
-                      v0=rng.normal(size=(16, 3)), forces=rng.normal(size=(8, 16, 3)) * 0.01)
+    directions = dict(
+        k_tension=rng.normal(size=cloth.n_tension) * cloth.k_tension,
+        x0=rng.normal(size=(16, 3)) * 0.01,
+        v0=rng.normal(size=(16, 3)),
+        forces=rng.normal(size=(8, 16, 3)) * 0.01,
+    )
 
     def moved(eps, field):
         if field == "k_tension":
@@ -178,8 +202,11 @@ def test_gradients_with_a_mesh_collider_and_friction(mu, moving):
         return scene.replace(**{field: getattr(scene, field) + eps * directions[field]})
 
     analytic = {f: float(np.sum(getattr(grad, f) * d)) for f, d in directions.items()}
-    analytic.update(friction=float(grad.friction[0]), contact_stiffness=grad.contact_stiffness * scene.contact_stiffness,
-                    damping=grad.damping * cloth.damping)
+    analytic.update(
+        friction=float(grad.friction[0]),
+        contact_stiffness=grad.contact_stiffness * scene.contact_stiffness,
+        damping=grad.damping * cloth.damping,
+    )
     for field, value in analytic.items():
         numeric = (loss(dc.simulate(moved(1e-6, field))) - loss(dc.simulate(moved(-1e-6, field)))) / 2e-6
         assert abs(value - numeric) <= 1e-4 * abs(numeric), (field, value, numeric)
@@ -188,11 +215,16 @@ def test_gradients_with_a_mesh_collider_and_friction(mu, moving):
 def test_friction_tangents_match_the_adjoint():
     from core.adjoint import backward
     from core.tangent import tangent
+
     scene = gradient_scene(0.5, True)
     traj = dc.simulate(scene)
     rng = np.random.default_rng(4)
-    a = dict(friction=np.array([0.7]), x0=rng.normal(size=(16, 3)) * 0.01, v0=rng.normal(size=(16, 3)),
-             contact_stiffness=100.0)
+    a = dict(
+        friction=np.array([0.7]),
+        x0=rng.normal(size=(16, 3)) * 0.01,
+        v0=rng.normal(size=(16, 3)),
+        contact_stiffness=100.0,
+    )
     bx, bv = rng.normal(size=traj.x.shape), rng.normal(size=traj.v.shape)
     t = tangent(scene, traj, a)
     g = backward(scene, traj, bx, bv)

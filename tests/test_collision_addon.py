@@ -7,12 +7,13 @@ import pytest
 
 bpy = pytest.importorskip("bpy")
 
-from test_addon import evaluated, grid_cloth, ops_report  # noqa: E402
+from test_addon import evaluated, grid_cloth  # noqa: E402
 from test_careless_input import refused  # noqa: E402
 
 
 def convert():
     from diffcloth.diffcloth_addon import convert as c
+
     return c
 
 
@@ -30,6 +31,7 @@ def table(size=0.3, height=-0.2, friction=50.0, single_sided=True, thickness=0.0
 
 def test_collision_physics_makes_a_mesh_collider_with_blenders_settings(blank):
     from diffcloth import core
+
     grid_cloth(fabric=True, pins=False)
     top = table(friction=30.0, single_sided=False, thickness=0.01)
     sc = convert().gather(blank, need_targets=False).scene

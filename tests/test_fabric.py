@@ -9,8 +9,9 @@ from core.material import spring_factors
 
 def equilateral_patch(rows=8, cols=8, edge=0.05):
     """A patch of equilateral triangles."""
-    verts = np.array([[(i + 0.5 * (j % 2)) * edge, j * edge * np.sqrt(3) / 2, 0.0] for j in range(rows)
-                      for i in range(cols)])
+    verts = np.array(
+        [[(i + 0.5 * (j % 2)) * edge, j * edge * np.sqrt(3) / 2, 0.0] for j in range(rows) for i in range(cols)]
+    )
     tris = []
     for j in range(rows - 1):
         for i in range(cols - 1):
@@ -27,9 +28,9 @@ def test_stretch_stiffness_is_the_sheets_modulus_on_equilateral_triangles():
     eps = 1e-3
     e = cloth.tension_edges
     stretch = eps * np.linalg.norm(verts[e[:, 0]] - verts[e[:, 1]], axis=1)
-    energy = 0.5 * float(np.sum(cloth.k_tension * stretch ** 2))
+    energy = 0.5 * float(np.sum(cloth.k_tension * stretch**2))
     area = float(dc.mesh.triangle_areas(verts, tris).sum())
-    assert energy / area == pytest.approx(1.5 * 150.0 * eps ** 2, rel=1e-9)
+    assert energy / area == pytest.approx(1.5 * 150.0 * eps**2, rel=1e-9)
 
 
 def test_springs_follow_the_mesh_not_its_resolution():
@@ -52,10 +53,15 @@ def test_a_fabric_gives_mass_by_area():
     assert np.all(cloth.k_bending == 1e-3) and list(cloth.pinned) == [0]
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    (dict(density=0.0), "density must be positive"), (dict(stretch=-1.0), "stretch stiffness must be positive"),
-    (dict(bending=np.nan), "bending rigidity must be positive"), (dict(damping=-0.1), "damping must be non-negative"),
-])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(density=0.0), "density must be positive"),
+        (dict(stretch=-1.0), "stretch stiffness must be positive"),
+        (dict(bending=np.nan), "bending rigidity must be positive"),
+        (dict(damping=-0.1), "damping must be non-negative"),
+    ],
+)
 def test_bad_fabrics(kwargs, match):
     args = {**dict(density=0.15, stretch=90.0, bending=5e-6, damping=1.0), **kwargs}
     with pytest.raises(ValueError, match=match):
@@ -82,8 +88,13 @@ def test_a_vertical_cloth_let_go_above_a_floor_collapses_into_a_heap(fabric):
     verts, tris = dc.grid(20, 20, 0.8)
     noise = 1e-3 * np.random.default_rng(0).normal(size=len(verts))
     verts = np.stack([verts[:, 0], noise, verts[:, 1] + 0.41], axis=1)
-    scene = dc.Scene(dc.FABRICS[fabric].cloth(verts, tris), steps=48, dt=1 / 24, solver="linearized",
-                     colliders=[dc.Plane((0, 0, 0), (0, 0, 1))])
+    scene = dc.Scene(
+        dc.FABRICS[fabric].cloth(verts, tris),
+        steps=48,
+        dt=1 / 24,
+        solver="linearized",
+        colliders=[dc.Plane((0, 0, 0), (0, 0, 1))],
+    )
     traj = dc.simulate(scene)
     assert np.isfinite(traj.x).all() and (traj.stats.iterations == 1).all()
     assert traj.x[-1][:, 2].max() < 0.3 and traj.x[-1][:, 2].min() > -0.03
@@ -97,21 +108,42 @@ def test_gradients_of_every_preset_match_finite_differences(fabric, solver):
     verts, tris = dc.grid(5, 5, size=0.4)
     cloth = dc.FABRICS[fabric].cloth(verts, tris, pinned=[20, 24])
     rng = np.random.default_rng(5)
-    scene = dc.Scene(cloth, steps=6, dt=1 / 24, solver=solver, tol=1e-12, v0=rng.normal(size=(25, 3)) * 0.1,
-                     forces=np.zeros((6, 25, 3)), colliders=[dc.Sphere((0.0, 0.05, -0.13), 0.1)])
+    scene = dc.Scene(
+        cloth,
+        steps=6,
+        dt=1 / 24,
+        solver=solver,
+        tol=1e-12,
+        v0=rng.normal(size=(25, 3)) * 0.1,
+        forces=np.zeros((6, 25, 3)),
+        colliders=[dc.Sphere((0.0, 0.05, -0.13), 0.1)],
+    )
     traj = dc.simulate(scene)
     loss = dc.KeyframeLoss({6: traj.x[6] + 0.01 * rng.normal(size=(25, 3)), 3: traj.x[3]})
     _, grad = dc.value_and_grad(scene, loss)
-    d = dict(k_tension=rng.normal(size=cloth.n_tension) * cloth.k_tension, k_bending=rng.normal(size=cloth.n_bending)
-             * cloth.k_bending, x0=rng.normal(size=(25, 3)) * 0.01, v0=rng.normal(size=(25, 3)),
-             forces=rng.normal(size=(6, 25, 3)) * cloth.masses[None, :, None])
+    d = dict(
+        k_tension=rng.normal(size=cloth.n_tension) * cloth.k_tension,
+        k_bending=rng.normal(size=cloth.n_bending) * cloth.k_bending,
+        x0=rng.normal(size=(25, 3)) * 0.01,
+        v0=rng.normal(size=(25, 3)),
+        forces=rng.normal(size=(6, 25, 3)) * cloth.masses[None, :, None],
+    )
     d["x0"][cloth.pinned] = 0.0
 
     def at(eps):
-        moved = cloth.replace(k_tension=cloth.k_tension + eps * d["k_tension"],
-                              k_bending=cloth.k_bending + eps * d["k_bending"])
-        return loss(dc.simulate(scene.replace(cloth=moved, x0=scene.x0 + eps * d["x0"], v0=scene.v0 + eps * d["v0"],
-                                              forces=scene.forces + eps * d["forces"])))
+        moved = cloth.replace(
+            k_tension=cloth.k_tension + eps * d["k_tension"], k_bending=cloth.k_bending + eps * d["k_bending"]
+        )
+        return loss(
+            dc.simulate(
+                scene.replace(
+                    cloth=moved,
+                    x0=scene.x0 + eps * d["x0"],
+                    v0=scene.v0 + eps * d["v0"],
+                    forces=scene.forces + eps * d["forces"],
+                )
+            )
+        )
 
     eps = 1e-6
     numeric = (at(eps) - at(-eps)) / (2 * eps)
@@ -148,5 +180,7 @@ def test_a_skirt_hangs_from_its_waist_in_every_fabric(fabric):
     assert np.allclose(traj.x[-1][waist], verts[waist])
     length0 = np.linalg.norm(verts[scene.cloth.tension_edges[:, 0]] - verts[scene.cloth.tension_edges[:, 1]], axis=1)
     x = traj.x[-1]
-    strain = np.linalg.norm(x[scene.cloth.tension_edges[:, 0]] - x[scene.cloth.tension_edges[:, 1]], axis=1) / length0 - 1
+    strain = (
+        np.linalg.norm(x[scene.cloth.tension_edges[:, 0]] - x[scene.cloth.tension_edges[:, 1]], axis=1) / length0 - 1
+    )
     assert np.percentile(strain, 95) < 0.5  # it hangs, it does not tear apart

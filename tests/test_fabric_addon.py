@@ -10,6 +10,7 @@ from test_addon import draw_all, evaluated, grid_cloth  # noqa: E402
 
 def convert():
     from diffcloth.diffcloth_addon import convert as c
+
     return c
 
 
@@ -31,12 +32,14 @@ def test_a_new_cloth_is_cotton_simulated_with_linearized_steps(blank):
 @pytest.mark.parametrize("preset", ["Denim", "Silk", "Leather", "Rubber", "Cotton"])
 def test_a_preset_sets_the_fabric_and_the_panel_names_it(blank, preset):
     from diffcloth import core
+
     cloth = grid_cloth()  # springs: a preset makes it fabric
     assert bpy.ops.diffcloth.fabric_preset(preset=preset) == {"FINISHED"}
     fabric, s = core.FABRICS[preset.lower()], cloth.diffcloth
     assert s.model == "FABRIC"
     assert (s.density, s.stretch, s.bending, s.damping) == pytest.approx(
-        (fabric.density, fabric.stretch, fabric.bending, fabric.damping), rel=1e-6)
+        (fabric.density, fabric.stretch, fabric.bending, fabric.damping), rel=1e-6
+    )
     labels = []
     draw_all(blank, labels)
     assert preset in labels

@@ -9,7 +9,6 @@ import shutil
 import sys
 
 import pytest
-
 from conftest import REPO
 
 py_mini_racer = pytest.importorskip("py_mini_racer")
@@ -129,8 +128,13 @@ def command_line(command):
     assert set(params) == {"exe", "exeArgs", "argsBefore", "blendfile", "args"}
     assert all(isinstance(a, str) for a in params["argsBefore"] + params["args"])  # no numbers left to Go's %v
     blendfile = expand(params["blendfile"])
-    return ([expand(params["exe"])] + shlex.split(expand(params["exeArgs"])) + [expand(a) for a in params["argsBefore"]]
-            + ([blendfile] if blendfile else []) + [expand(a) for a in params["args"]])
+    return (
+        [expand(params["exe"])]
+        + shlex.split(expand(params["exeArgs"]))
+        + [expand(a) for a in params["argsBefore"]]
+        + ([blendfile] if blendfile else [])
+        + [expand(a) for a in params["args"]]
+    )
 
 
 def tasks_of(job):
@@ -142,8 +146,16 @@ def tasks_of(job):
     return out
 
 
-MKDIR = ["blender", "-b", "-y", "--python-exit-code", "1", "--python-expr",
-         "import os, sys; os.makedirs(sys.argv[-1], exist_ok=True)", "--"]
+MKDIR = [
+    "blender",
+    "-b",
+    "-y",
+    "--python-exit-code",
+    "1",
+    "--python-expr",
+    "import os, sys; os.makedirs(sys.argv[-1], exist_ok=True)",
+    "--",
+]
 
 
 def test_job_type_settings_follow_flamenco_schema():
@@ -151,8 +163,21 @@ def test_job_type_settings_follow_flamenco_schema():
     jt = job_type()
     assert JOB_TYPE_FILE.stem.replace("_", "-") == "diffcloth-optimize"
     assert jt["label"] == "DiffCloth Optimize" and jt["description"]
-    allowed = {"key", "type", "subtype", "choices", "propargs", "description", "label", "default", "eval", "evalInfo",
-               "visible", "required", "editable"}
+    allowed = {
+        "key",
+        "type",
+        "subtype",
+        "choices",
+        "propargs",
+        "description",
+        "label",
+        "default",
+        "eval",
+        "evalInfo",
+        "visible",
+        "required",
+        "editable",
+    }
     for setting in jt["settings"]:
         assert set(setting) <= allowed and setting["description"], setting
         assert setting["type"] in ("string", "int32", "float", "bool")
@@ -168,46 +193,122 @@ def test_job_type_settings_follow_flamenco_schema():
 
 def test_one_shot_submitted_from_blender():
     # the Flamenco add-on sends every setting (empty ones too) and the packed file as blendfile
-    job = compile_job({"shots": "", "cloth": "", "max_iter": 0, "stop_within_mm": 0.0, "output_dir": "{jobs}/out",
-                       "blendfile": "{jobs}/2026-07-01-1200-ep01/ep01/sh010.blend"})
+    job = compile_job(
+        {
+            "shots": "",
+            "cloth": "",
+            "max_iter": 0,
+            "stop_within_mm": 0.0,
+            "output_dir": "{jobs}/out",
+            "blendfile": "{jobs}/2026-07-01-1200-ep01/ep01/sh010.blend",
+        }
+    )
     assert tasks_of(job) == [
         ("output-folder", MKDIR + ["{jobs}/out"], []),
-        ("optimize-sh010", ["blender", "-b", "-y", "-c", "diffcloth", "optimize",
-                            "{jobs}/2026-07-01-1200-ep01/ep01/sh010.blend",
-                            "--output", "{jobs}/out/sh010.blend", "--report", "{jobs}/out/sh010.json",
-                            "--preview", "{jobs}/out/sh010.png"], ["output-folder"]),
-        ("summary", ["blender", "-b", "-y", "-c", "diffcloth", "summary", "{jobs}/out/sh010.json",
-                     "--output", "{jobs}/out/summary.md"], ["optimize-sh010"]),
+        (
+            "optimize-sh010",
+            [
+                "blender",
+                "-b",
+                "-y",
+                "-c",
+                "diffcloth",
+                "optimize",
+                "{jobs}/2026-07-01-1200-ep01/ep01/sh010.blend",
+                "--output",
+                "{jobs}/out/sh010.blend",
+                "--report",
+                "{jobs}/out/sh010.json",
+                "--preview",
+                "{jobs}/out/sh010.png",
+            ],
+            ["output-folder"],
+        ),
+        (
+            "summary",
+            [
+                "blender",
+                "-b",
+                "-y",
+                "-c",
+                "diffcloth",
+                "summary",
+                "{jobs}/out/sh010.json",
+                "--output",
+                "{jobs}/out/summary.md",
+            ],
+            ["optimize-sh010"],
+        ),
     ]
 
 
 def test_three_shots_with_every_option():
-    job = compile_job({"shots": "/farm/ep01/sh010.blend; /farm/ep01/sh020.blend;;/farm/ep02/sh030.BLEND ;",
-                       "cloth": "Cape", "max_iter": 12, "stop_within_mm": 2.5, "output_dir": "/farm/out/ep01/",
-                       "blendfile": "/farm/jobs/packed/ignored.blend"})
+    job = compile_job(
+        {
+            "shots": "/farm/ep01/sh010.blend; /farm/ep01/sh020.blend;;/farm/ep02/sh030.BLEND ;",
+            "cloth": "Cape",
+            "max_iter": 12,
+            "stop_within_mm": 2.5,
+            "output_dir": "/farm/out/ep01/",
+            "blendfile": "/farm/jobs/packed/ignored.blend",
+        }
+    )
     options = ["--cloth", "Cape", "--max-iter", "12", "--stop-within", "2.5"]
-    shot = lambda name, blend: (f"optimize-{name}", [  # noqa: E731
-        "blender", "-b", "-y", "-c", "diffcloth", "optimize", blend, "--output", f"/farm/out/ep01/{name}.blend",
-        "--report", f"/farm/out/ep01/{name}.json", "--preview", f"/farm/out/ep01/{name}.png"] + options,
-        ["output-folder"])
+
+    def shot(name, blend):
+        out = f"/farm/out/ep01/{name}"
+        command = [
+            "blender",
+            "-b",
+            "-y",
+            "-c",
+            "diffcloth",
+            "optimize",
+            blend,
+            "--output",
+            f"{out}.blend",
+            "--report",
+            f"{out}.json",
+            "--preview",
+            f"{out}.png",
+        ]
+        return f"optimize-{name}", command + options, ["output-folder"]
+
     assert tasks_of(job) == [
         ("output-folder", MKDIR + ["/farm/out/ep01"], []),
         shot("sh010", "/farm/ep01/sh010.blend"),
         shot("sh020", "/farm/ep01/sh020.blend"),
         shot("sh030", "/farm/ep02/sh030.BLEND"),
-        ("summary", ["blender", "-b", "-y", "-c", "diffcloth", "summary", "/farm/out/ep01/sh010.json",
-                     "/farm/out/ep01/sh020.json", "/farm/out/ep01/sh030.json", "--output", "/farm/out/ep01/summary.md"],
-         ["optimize-sh010", "optimize-sh020", "optimize-sh030"]),
+        (
+            "summary",
+            [
+                "blender",
+                "-b",
+                "-y",
+                "-c",
+                "diffcloth",
+                "summary",
+                "/farm/out/ep01/sh010.json",
+                "/farm/out/ep01/sh020.json",
+                "/farm/out/ep01/sh030.json",
+                "--output",
+                "/farm/out/ep01/summary.md",
+            ],
+            ["optimize-sh010", "optimize-sh020", "optimize-sh030"],
+        ),
     ]
 
 
-@pytest.mark.parametrize("settings,message", [
-    ({"shots": " ; ", "blendfile": ""}, "no shots: list their .blend files"),
-    ({"shots": "/farm/ep01/"}, 'shot "/farm/ep01/" is not a .blend file'),
-    ({"shots": "/farm/ep01/sh010.blend;/farm/ep02/sh010.blend"}, 'two shots are named "sh010"'),
-    ({"shots": "/farm/out/sh010.blend"}, 'the output folder is the folder of shot "/farm/out/sh010.blend"'),
-    ({"shots": "/farm/ep01/sh010.blend", "output_dir": ""}, "no output_dir setting"),
-])
+@pytest.mark.parametrize(
+    "settings,message",
+    [
+        ({"shots": " ; ", "blendfile": ""}, "no shots: list their .blend files"),
+        ({"shots": "/farm/ep01/"}, 'shot "/farm/ep01/" is not a .blend file'),
+        ({"shots": "/farm/ep01/sh010.blend;/farm/ep02/sh010.blend"}, 'two shots are named "sh010"'),
+        ({"shots": "/farm/out/sh010.blend"}, 'the output folder is the folder of shot "/farm/out/sh010.blend"'),
+        ({"shots": "/farm/ep01/sh010.blend", "output_dir": ""}, "no output_dir setting"),
+    ],
+)
 def test_refused_jobs(settings, message):
     job = compile_job({"output_dir": "/farm/out/", **settings})
     assert message in job.get("error", "")
@@ -216,7 +317,7 @@ def test_refused_jobs(settings, message):
 def run_locally(cli, argv):
     """A task's command line, run in this process: the batch command through cli.execute (what
     `blender -b -y -c diffcloth ...` calls), the folder task's --python-expr with Blender's sys.argv."""
-    if argv[:len(MKDIR) - 2] == MKDIR[:-2]:
+    if argv[: len(MKDIR) - 2] == MKDIR[:-2]:
         saved, sys.argv = sys.argv, argv
         try:
             exec(argv[argv.index("--python-expr") + 1], {})
@@ -236,34 +337,57 @@ def test_job_runs_shots_then_summary(addon, tmp_path, capsys):
         shutil.copy(REPO / "sample_scenes" / f"{name}.blend", shots / f"{name}.blend")
     out = tmp_path / "out"  # made by the job's first task
     settings = {"cloth": "Cloth", "max_iter": 3, "stop_within_mm": 0, "output_dir": str(out)}
-    listed = [str(shots / "pinned_to_animated.blend"), str(shots / "hanging_cloth.blend"), str(shots / "lost_shot.blend")]
+    listed = [
+        str(shots / "pinned_to_animated.blend"),
+        str(shots / "hanging_cloth.blend"),
+        str(shots / "lost_shot.blend"),
+    ]
     job = tasks_of(compile_job({**settings, "shots": ";".join(listed)}))
-    assert [name for name, _, _ in job] == ["output-folder", "optimize-pinned_to_animated", "optimize-hanging_cloth",
-                                            "optimize-lost_shot", "summary"]
+    assert [name for name, _, _ in job] == [
+        "output-folder",
+        "optimize-pinned_to_animated",
+        "optimize-hanging_cloth",
+        "optimize-lost_shot",
+        "summary",
+    ]
 
     codes = {name: run_locally(cli, argv) for name, argv, _ in job[:-1]}  # in dependency order
-    assert codes == {"output-folder": 0, "optimize-pinned_to_animated": 0, "optimize-hanging_cloth": 0,
-                     "optimize-lost_shot": 1}
+    assert codes == {
+        "output-folder": 0,
+        "optimize-pinned_to_animated": 0,
+        "optimize-hanging_cloth": 0,
+        "optimize-lost_shot": 1,
+    }
     assert capsys.readouterr().err.strip().splitlines() == [
-        f"diffcloth: error: no such .blend file: '{shots / 'lost_shot.blend'}'"]
+        f"diffcloth: error: no such .blend file: '{shots / 'lost_shot.blend'}'"
+    ]
     assert sorted(p.name for p in out.iterdir()) == sorted(  # each shot's outputs; the failed one its report only
         [f"{stem}{ext}" for stem in ("pinned_to_animated", "hanging_cloth") for ext in (".blend", ".json", ".png")]
-        + ["lost_shot.json"])
+        + ["lost_shot.json"]
+    )
 
     def row(name):
         report = json.loads((out / f"{name}.json").read_text())
         assert report["exit_code"] == 0 and 1 <= report["iterations"] <= 3
-        keys = ", ".join(f"frame {f} {d['mean_after']:.2f} ({d['largest_after']:.2f})"
-                         for f, d in sorted(report["keyframes_mm"].items(), key=lambda item: int(item[0])))
-        return (f"| {name} | {keys} | {report['iterations']} | {report['timings_s']['total']:.1f} | 0 | "
-                f"ok: {operators.reason_text(report['reason'])} |")
+        keys = ", ".join(
+            f"frame {f} {d['mean_after']:.2f} ({d['largest_after']:.2f})"
+            for f, d in sorted(report["keyframes_mm"].items(), key=lambda item: int(item[0]))
+        )
+        return (
+            f"| {name} | {keys} | {report['iterations']} | {report['timings_s']['total']:.1f} | 0 | "
+            f"ok: {operators.reason_text(report['reason'])} |"
+        )
 
     lost = json.loads((out / "lost_shot.json").read_text())
-    head = ["| shot | keys: mean (largest) mm | iterations | time s | exit code | status |",
-            "| --- | --- | --- | --- | --- | --- |"]
+    head = [
+        "| shot | keys: mean (largest) mm | iterations | time s | exit code | status |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
     ok_rows = [row("pinned_to_animated"), row("hanging_cloth")]
-    failed_row = (f"| lost_shot |  |  | {lost['timings_s']['total']:.1f} | 1 | failed: no such .blend file: "
-                  f"'{shots / 'lost_shot.blend'}' |")
+    failed_row = (
+        f"| lost_shot |  |  | {lost['timings_s']['total']:.1f} | 1 | failed: no such .blend file: "
+        f"'{shots / 'lost_shot.blend'}' |"
+    )
 
     # the summary task (Flamenco runs it only when every shot task completed; by hand it runs anyway)
     name, argv, deps = job[-1]

@@ -6,12 +6,11 @@ import sys
 
 import numpy as np
 import pytest
+from test_keyed_forces import artist_scene
+from test_optimize import small_scene
 
 import core as dc
 from core.params import Design
-
-from test_keyed_forces import artist_scene
-from test_optimize import small_scene
 
 PARAMS = [
     [dc.GlobalStiffness(True, True)],
@@ -38,8 +37,15 @@ def test_parameterization_jvps_match_finite_differences(params):
         assert np.allclose(value, fd, rtol=1e-6, atol=1e-8 * max(np.abs(fd).max(initial=0.0), 1.0)), field
 
 
-@pytest.mark.parametrize("param", [dc.ControlForces(magnitude=0.3, smoothness=0.7), dc.Wind(magnitude=0.2, smoothness=2.0),
-                                   dc.KeyedForces(every=0.1, magnitude=0.3, smoothness=0.7)], ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "param",
+    [
+        dc.ControlForces(magnitude=0.3, smoothness=0.7),
+        dc.Wind(magnitude=0.2, smoothness=2.0),
+        dc.KeyedForces(every=0.1, magnitude=0.3, smoothness=0.7),
+    ],
+    ids=lambda p: p.name,
+)
 def test_regularizer_hessian_products_match_finite_differences(param):
     scene = small_scene(steps=8)
     rng = np.random.default_rng(1)
@@ -52,9 +58,13 @@ def test_regularizer_hessian_products_match_finite_differences(param):
 def test_keyframe_loss_hessian_products_match_finite_differences():
     rng = np.random.default_rng(2)
     x, v, dx, dv = rng.normal(size=(4, 7, 5, 3))
-    loss = dc.KeyframeLoss({6: rng.normal(size=(5, 3)), 3: rng.normal(size=(5, 3))}, weights={3: 0.5},
-                           vertex_weights=rng.uniform(size=5), velocity_targets={4: rng.normal(size=(5, 3))},
-                           velocity_weight=0.3)
+    loss = dc.KeyframeLoss(
+        {6: rng.normal(size=(5, 3)), 3: rng.normal(size=(5, 3))},
+        weights={3: 0.5},
+        vertex_weights=rng.uniform(size=5),
+        velocity_targets={4: rng.normal(size=(5, 3))},
+        velocity_weight=0.3,
+    )
     hx, hv = loss.hess_vec(dx, dv)
     eps = 1e-6
     _, px, pv = loss.evaluate(x + eps * dx, v + eps * dv)
@@ -84,10 +94,14 @@ def test_gauss_newton_reaches_a_moved_pose_in_a_tenth_of_the_simulations(moved_p
     assert gn.loss <= lbfgs.loss * (1 + 1e-3)  # both end at the regularized optimum
     assert 10 * gn.evaluations <= lbfgs.evaluations, (gn.evaluations, lbfgs.evaluations)  # measured 8 and 141
     assert gn.method == "gauss-newton" and gn.reason == "converged"
-    assert loss(dc.simulate(gn.scene, guess=gn.trajectory.step_x)) + Design(scene, keyed()).regularizer(gn.theta)[0] == pytest.approx(gn.loss)
+    assert loss(dc.simulate(gn.scene, guess=gn.trajectory.step_x)) + Design(scene, keyed()).regularizer(gn.theta)[
+        0
+    ] == pytest.approx(gn.loss)
     # every iteration tells where its time went; the start's simulation precedes the first
     steps = gn.history
-    assert {"evaluations", "adjoints", "tangents", "forward_s", "adjoint_s", "tangent_s", "inner", "damping"} <= set(steps[0])
+    assert {"evaluations", "adjoints", "tangents", "forward_s", "adjoint_s", "tangent_s", "inner", "damping"} <= set(
+        steps[0]
+    )
     assert gn.passes["tangent"][0] == sum(h["inner"] for h in steps) and gn.passes["forward"][0] == gn.evaluations
     assert sum(h["evaluations"] for h in steps) < gn.evaluations
     assert all(h["inner"] >= 1 and h["tangent_s"] > 0 for h in steps)
@@ -106,7 +120,9 @@ def test_gauss_newton_recovers_a_rotation_and_velocity():
     result = dc.optimize(scene, loss, params, method="gauss-newton")
     assert np.allclose(result.theta, theta_true, atol=1e-5), result.theta
     assert result.evaluations <= 12, result.evaluations
-    assert loss(dc.simulate(result.scene, guess=result.trajectory.step_x)) == pytest.approx(result.loss, rel=1e-9, abs=1e-20)
+    assert loss(dc.simulate(result.scene, guess=result.trajectory.step_x)) == pytest.approx(
+        result.loss, rel=1e-9, abs=1e-20
+    )
 
 
 def test_auto_picks_gauss_newton_for_keyframe_losses_without_bounds(moved_pose):
@@ -119,8 +135,9 @@ def test_auto_picks_gauss_newton_for_keyframe_losses_without_bounds(moved_pose):
 def test_callback_stop_keeps_the_best(moved_pose):
     scene, loss, _ = moved_pose
     seen = []
-    result = dc.optimize(scene, loss, keyed(), method="gauss-newton",
-                         callback=lambda info: seen.append(info) or len(seen) == 2)
+    result = dc.optimize(
+        scene, loss, keyed(), method="gauss-newton", callback=lambda info: seen.append(info) or len(seen) == 2
+    )
     assert result.reason == "stopped" and len(result.history) == 2
     assert result.loss == seen[-1]["loss"] < seen[0]["loss"] < result.initial_loss
     assert np.array_equal(seen[-1]["params"]["control_acceleration_keys"], result.params["control_acceleration_keys"])
@@ -190,7 +207,11 @@ def test_a_keyframe_loss_adds_up_over_its_frames_and_simulate_shows_each_frame()
     traj = dc.simulate(scene)
     assert [f for f, _, _ in seen] == [1, 2, 3, 4, 5, 6]
     assert all(np.array_equal(x, traj.x[f]) and np.array_equal(v, traj.v[f]) for f, x, v in seen)
-    loss = dc.KeyframeLoss({0: traj.x[0] + 0.01, 4: traj.x[4] + 0.02, 10: traj.x[10] - 0.03},
-                           weights={4: 2.0}, velocity_targets={7: traj.v[7] + 0.1}, velocity_weight=0.5)
+    loss = dc.KeyframeLoss(
+        {0: traj.x[0] + 0.01, 4: traj.x[4] + 0.02, 10: traj.x[10] - 0.03},
+        weights={4: 2.0},
+        velocity_targets={7: traj.v[7] + 0.1},
+        velocity_weight=0.5,
+    )
     parts = [loss.at_frame(f, traj.x[f], traj.v[f]) for f in range(11)]
     assert sum(parts) == pytest.approx(loss(traj)) and parts[7] > 0 and parts[5] == 0.0

@@ -22,12 +22,27 @@ def make_scene(kind):
     bending = "springs" if kind.startswith("springs_") else "hinge"
     kind = kind.removeprefix("springs_")
     n_t = dc.Cloth(verts, tris).n_tension
-    cloth = dc.Cloth(verts, tris, mass=0.1, k_tension=rng.uniform(8, 14, n_t), damping=0.3, pinned=[20, 24],
-                     k_bending=0.2 if bending == "springs" else 2e-3, bending=bending)
+    cloth = dc.Cloth(
+        verts,
+        tris,
+        mass=0.1,
+        k_tension=rng.uniform(8, 14, n_t),
+        damping=0.3,
+        pinned=[20, 24],
+        k_bending=0.2 if bending == "springs" else 2e-3,
+        bending=bending,
+    )
     # converged far below the default tolerance: a central difference divides the forward's
     # convergence noise by its step (1e-10 noise gave 1e-4 relative FD error on a contact scene)
-    kw = dict(steps=F, dt=0.05, v0=rng.normal(size=(25, 3)) * 0.1, forces=rng.normal(size=(F, 25, 3)) * 0.01,
-              contact_stiffness=7.5e4, tol=1e-12, solver=solver)
+    kw = dict(
+        steps=F,
+        dt=0.05,
+        v0=rng.normal(size=(25, 3)) * 0.1,
+        forces=rng.normal(size=(F, 25, 3)) * 0.01,
+        contact_stiffness=7.5e4,
+        tol=1e-12,
+        solver=solver,
+    )
     if kind == "sphere":
         kw["colliders"] = [dc.Sphere((0.0, 0.05, -0.16), 0.1)]
     elif kind == "plane":
@@ -43,8 +58,12 @@ def make_scene(kind):
 def loss_for(scene):
     traj = dc.simulate(scene)
     rng = np.random.default_rng(3)
-    return dc.KeyframeLoss({F: traj.x[F] + 0.02 * rng.normal(size=traj.x[F].shape), 3: traj.x[3] - 0.01},
-                           weights={3: 0.5}, velocity_targets={5: np.zeros_like(traj.v[5])}, velocity_weight=0.1)
+    return dc.KeyframeLoss(
+        {F: traj.x[F] + 0.02 * rng.normal(size=traj.x[F].shape), 3: traj.x[3] - 0.01},
+        weights={3: 0.5},
+        velocity_targets={5: np.zeros_like(traj.v[5])},
+        velocity_weight=0.1,
+    )
 
 
 def perturbed(scene, field, index, eps):
@@ -63,27 +82,56 @@ def perturbed(scene, field, index, eps):
 
 
 def central(scene, loss, field, index, eps):
-    return (loss(dc.simulate(perturbed(scene, field, index, eps)))
-            - loss(dc.simulate(perturbed(scene, field, index, -eps)))) / (2 * eps)
+    return (
+        loss(dc.simulate(perturbed(scene, field, index, eps))) - loss(dc.simulate(perturbed(scene, field, index, -eps)))
+    ) / (2 * eps)
 
 
 # eps of a stiffness is relative to its mean value
 COMPONENTS = [
-    ("k_tension", 3, 1e-6), ("k_tension", 40, 1e-6), ("k_bending", 5, 5e-5), ("k_bending", 30, 5e-5),
-    ("k_bending", None, 5e-6), ("damping", None, 1e-6),
-    ("x0", (7, 2), 1e-6), ("x0", (20, 1), 1e-6), ("v0", (12, 0), 1e-6), ("forces", (2, 11, 2), 1e-6),
+    ("k_tension", 3, 1e-6),
+    ("k_tension", 40, 1e-6),
+    ("k_bending", 5, 5e-5),
+    ("k_bending", 30, 5e-5),
+    ("k_bending", None, 5e-6),
+    ("damping", None, 1e-6),
+    ("x0", (7, 2), 1e-6),
+    ("x0", (20, 1), 1e-6),
+    ("v0", (12, 0), 1e-6),
+    ("forces", (2, 11, 2), 1e-6),
     ("forces", (F - 1, 3, 0), 1e-6),
 ]
 
 
-SMOOTH = ("smooth", "pin_path", "springs_smooth", "linearized_smooth", "linearized_pin_path",
-          "linearized_springs_smooth")  # no contact: the tighter tolerance
+SMOOTH = (
+    "smooth",
+    "pin_path",
+    "springs_smooth",
+    "linearized_smooth",
+    "linearized_pin_path",
+    "linearized_springs_smooth",
+)  # no contact: the tighter tolerance
 
 
-@pytest.fixture(scope="module", params=["smooth", "sphere", "plane", "moving_sphere", "pin_path", "springs_smooth",
-                                        "springs_sphere", "linearized_smooth", "linearized_sphere", "linearized_plane",
-                                        "linearized_moving_sphere", "linearized_pin_path",
-                                        "linearized_springs_smooth", "linearized_springs_sphere"])
+@pytest.fixture(
+    scope="module",
+    params=[
+        "smooth",
+        "sphere",
+        "plane",
+        "moving_sphere",
+        "pin_path",
+        "springs_smooth",
+        "springs_sphere",
+        "linearized_smooth",
+        "linearized_sphere",
+        "linearized_plane",
+        "linearized_moving_sphere",
+        "linearized_pin_path",
+        "linearized_springs_smooth",
+        "linearized_springs_sphere",
+    ],
+)
 def case(request):
     scene = make_scene(request.param)
     loss = loss_for(scene)
@@ -141,12 +189,21 @@ def test_directional_derivatives_in_full_design_space(case):
             dirs["x0"][scene.cloth.pinned] = 0.0
         analytic = sum(float(np.sum(getattr(grad, f) * dirs[f])) for f in fields)
 
-        def at(eps):
-            cloth = scene.cloth.replace(k_tension=scene.cloth.k_tension + eps * dirs["k_tension"],
-                                        k_bending=scene.cloth.k_bending + eps * dirs["k_bending"])
-            return loss(dc.simulate(scene.replace(cloth=cloth, x0=scene.x0 + eps * dirs["x0"],
-                                                  v0=scene.v0 + eps * dirs["v0"],
-                                                  forces=scene.forces + eps * dirs["forces"])))
+        def at(eps, dirs=dirs):
+            cloth = scene.cloth.replace(
+                k_tension=scene.cloth.k_tension + eps * dirs["k_tension"],
+                k_bending=scene.cloth.k_bending + eps * dirs["k_bending"],
+            )
+            return loss(
+                dc.simulate(
+                    scene.replace(
+                        cloth=cloth,
+                        x0=scene.x0 + eps * dirs["x0"],
+                        v0=scene.v0 + eps * dirs["v0"],
+                        forces=scene.forces + eps * dirs["forces"],
+                    )
+                )
+            )
 
         numeric = (at(1e-7) - at(-1e-7)) / 2e-7
         tol = 1e-6 if kind in SMOOTH else 1e-4
@@ -165,8 +222,9 @@ def test_gradient_without_kept_factorizations(monkeypatch):
     value2, grad2 = dc.value_and_grad(scene, loss, traj=traj)
     assert value2 == value
     for field in ("k_tension", "k_bending", "x0", "v0", "forces"):
-        np.testing.assert_allclose(getattr(grad2, field), getattr(grad, field), rtol=1e-8,
-                                   atol=1e-10 * np.abs(getattr(grad, field)).max())
+        np.testing.assert_allclose(
+            getattr(grad2, field), getattr(grad, field), rtol=1e-8, atol=1e-10 * np.abs(getattr(grad, field)).max()
+        )
 
 
 def test_sparse_backend_agrees_with_banded(monkeypatch):
@@ -184,5 +242,6 @@ def test_sparse_backend_agrees_with_banded(monkeypatch):
     value2, grad2 = dc.value_and_grad(scene, loss, traj=sparse)
     assert value2 == pytest.approx(value, rel=1e-9)
     for field in ("k_tension", "k_bending", "x0", "v0", "forces"):
-        np.testing.assert_allclose(getattr(grad2, field), getattr(grad, field), rtol=1e-6,
-                                   atol=1e-8 * np.abs(getattr(grad, field)).max())
+        np.testing.assert_allclose(
+            getattr(grad2, field), getattr(grad, field), rtol=1e-6, atol=1e-8 * np.abs(getattr(grad, field)).max()
+        )

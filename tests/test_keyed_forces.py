@@ -85,12 +85,15 @@ def test_a_rigidly_moved_pose_is_reached_within_a_centimetre():
     assert result.scene.max_control_acceleration() < 2 * 9.81
 
 
-@pytest.mark.parametrize("kwargs,message", [
-    (dict(every=0.0), "key spacing must be positive"),
-    (dict(every=-1.0), "key spacing must be positive"),
-    (dict(every=0.01), "space them at least"),
-    (dict(magnitude=-1.0), "non-negative"),
-])
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        (dict(every=0.0), "key spacing must be positive"),
+        (dict(every=-1.0), "key spacing must be positive"),
+        (dict(every=0.01), "space them at least"),
+        (dict(magnitude=-1.0), "non-negative"),
+    ],
+)
 def test_bad_settings_name_the_setting(kwargs, message):
     with pytest.raises(ValueError, match=message):
         dc.KeyedForces(**kwargs).size(artist_scene())
@@ -121,12 +124,12 @@ def test_moving_pins_gradient_matches_finite_differences(path, which):
     target = dc.simulate(scene).x
     loss = dc.KeyframeLoss({10: target[10] + [0.03, 0.0, 0.01], 5: target[5] - 0.01})
     pins = scene.cloth.pinned
-    param = dc.KeyedForces(every=0.1, magnitude=1e-3, smoothness=1e-3,
-                           move_pins=True if which == "all" else pins[:1])
+    param = dc.KeyedForces(every=0.1, magnitude=1e-3, smoothness=1e-3, move_pins=True if which == "all" else pins[:1])
     n = scene.cloth.n
     pin = 3 * pins[0]  # the first pin's entries at the first and second key
-    for c in dc.check_gradient(scene, loss, [param], eps=1e-4, components=(0, 40, pin, pin + 2, 3 * n + pin + 1),
-                               directions=2):
+    for c in dc.check_gradient(
+        scene, loss, [param], eps=1e-4, components=(0, 40, pin, pin + 2, 3 * n + pin + 1), directions=2
+    ):
         assert c["rel_error"] < 1e-6, c
 
 
@@ -155,7 +158,7 @@ def test_pins_take_the_key_accelerations_from_rest_and_are_reported():
     t = np.arange(scene.steps + 1) * scene.dt
     assert np.allclose(path[:, 0], 2.0 * t * (t + scene.dt) / 2)  # x_f = a·dt²·f(f+1)/2, from rest
     assert np.allclose(moved.pin_path[:, 1], scene.x0[pins[1]])  # the other pin stays
-    assert np.allclose(np.diff(moved.pin_path[:, 0, 0], 2) / scene.dt ** 2, 2.0)
+    assert np.allclose(np.diff(moved.pin_path[:, 0, 0], 2) / scene.dt**2, 2.0)
     assert moved.max_control_acceleration() == pytest.approx(2.0)
     traj = dc.simulate(moved)
     assert np.allclose(traj.x[:, pins[0]], moved.pin_path[:, 0])
@@ -176,7 +179,9 @@ def test_a_pose_moved_as_a_whole_is_reached_when_the_pins_may_follow():
     assert mean <= 0.005 and largest <= 0.01, (mean, largest, result.reason)
     assert result.scene.max_control_acceleration() < 2 * 9.81
     stuck = dc.optimize(scene, loss, [dc.KeyedForces(**weights)], max_iter=30)
-    assert loss.distances(dc.simulate(stuck.scene, guess=stuck.trajectory.step_x).x)[12][1] > 0.04  # the pins' 5.8 cm stay
+    assert (
+        loss.distances(dc.simulate(stuck.scene, guess=stuck.trajectory.step_x).x)[12][1] > 0.04
+    )  # the pins' 5.8 cm stay
 
 
 def test_moving_a_vertex_that_is_not_pinned_is_refused():

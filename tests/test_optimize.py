@@ -10,8 +10,15 @@ import core as dc
 
 def small_scene(k_tension=10.0, steps=12, bending="hinge", **kw):
     verts, tris = dc.grid(5, 5, size=0.4)
-    cloth = dc.Cloth(verts, tris, mass=0.1, k_tension=k_tension, k_bending=0.05 if bending == "springs" else 1e-3,
-                     pinned=[20, 24], bending=bending)
+    cloth = dc.Cloth(
+        verts,
+        tris,
+        mass=0.1,
+        k_tension=k_tension,
+        k_bending=0.05 if bending == "springs" else 1e-3,
+        pinned=[20, 24],
+        bending=bending,
+    )
     return dc.Scene(cloth, steps=steps, dt=0.05, **kw)
 
 
@@ -27,10 +34,11 @@ def test_recovers_global_stiffness(stiffness_problem):
     result = dc.optimize(scene, loss, ["k_tension"], max_iter=30)
     assert abs(result.params["k_tension"] - 10.0) / 10.0 < 1e-5
     assert result.loss < 1e-8 * result.initial_loss
-    assert result.history and result.history[-1]["normalized_loss"] == pytest.approx(
-        result.loss / result.initial_loss)
+    assert result.history and result.history[-1]["normalized_loss"] == pytest.approx(result.loss / result.initial_loss)
     # the returned scene reproduces the returned loss
-    assert loss(dc.simulate(result.scene, guess=result.trajectory.step_x)) == pytest.approx(result.loss, rel=1e-9, abs=1e-20)
+    assert loss(dc.simulate(result.scene, guess=result.trajectory.step_x)) == pytest.approx(
+        result.loss, rel=1e-9, abs=1e-20
+    )
 
 
 def test_callback_stop_keeps_best(stiffness_problem):
@@ -81,7 +89,9 @@ def test_progress_reports_the_best_designs_distances(stiffness_problem, method):
     scene, loss = stiffness_problem
     seen = []
     result = dc.optimize(scene, loss, ["k_tension"], max_iter=4, method=method, callback=seen.append)
-    assert [info["distances"] for info in seen][-1] == loss.distances(dc.simulate(result.scene, guess=result.trajectory.step_x).x)
+    assert [info["distances"] for info in seen][-1] == loss.distances(
+        dc.simulate(result.scene, guess=result.trajectory.step_x).x
+    )
     means = [info["distances"][max(loss.targets)][0] for info in seen]
     assert means[-1] < loss.distances(dc.simulate(scene).x)[max(loss.targets)][0]
 
@@ -94,12 +104,16 @@ STIFFNESS_PARAMS = [
 ]
 
 
-@pytest.mark.parametrize("params,bending", [(p, "hinge") for p in STIFFNESS_PARAMS] + [
-    (p, "springs") for p in STIFFNESS_PARAMS] + [
-    ([dc.InitialVelocity(), dc.InitialRotation((-0.2, 0.2, 0.0), (0.2, 0.2, 0.0), start=0.3)], "hinge"),
-    ([dc.InitialVelocity(per_vertex=True)], "hinge"),
-    ([dc.ControlForces(magnitude=1e-3, smoothness=1e-2), dc.Wind(magnitude=1e-3, smoothness=1e-2)], "hinge"),
-])
+@pytest.mark.parametrize(
+    "params,bending",
+    [(p, "hinge") for p in STIFFNESS_PARAMS]
+    + [(p, "springs") for p in STIFFNESS_PARAMS]
+    + [
+        ([dc.InitialVelocity(), dc.InitialRotation((-0.2, 0.2, 0.0), (0.2, 0.2, 0.0), start=0.3)], "hinge"),
+        ([dc.InitialVelocity(per_vertex=True)], "hinge"),
+        ([dc.ControlForces(magnitude=1e-3, smoothness=1e-2), dc.Wind(magnitude=1e-3, smoothness=1e-2)], "hinge"),
+    ],
+)
 def test_parameterization_gradients_match_finite_differences(params, bending):
     scene = small_scene(steps=8, bending=bending)
     target = dc.simulate(scene).x

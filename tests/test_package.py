@@ -11,7 +11,6 @@ import tomllib
 import zipfile
 
 import pytest
-
 from conftest import REPO
 
 sys.path.insert(0, str(REPO / "scripts"))
@@ -20,8 +19,9 @@ import build_extension  # noqa: E402
 
 def test_manifest_gets_wheels_and_platforms_as_top_level_keys():
     text = (REPO / "blender_manifest.toml").read_text()
-    edited = tomllib.loads(build_extension.manifest_with_wheels(text, ["linux-x64", "windows-x64"],
-                                                                ["a-1-py3-none-any.whl"]))
+    edited = tomllib.loads(
+        build_extension.manifest_with_wheels(text, ["linux-x64", "windows-x64"], ["a-1-py3-none-any.whl"])
+    )
     assert edited["platforms"] == ["linux-x64", "windows-x64"]
     assert edited["wheels"] == ["./wheels/a-1-py3-none-any.whl"]
     assert edited["permissions"] == tomllib.loads(text)["permissions"]
@@ -30,8 +30,11 @@ def test_manifest_gets_wheels_and_platforms_as_top_level_keys():
 @pytest.fixture(scope="module")
 def built_zip(tmp_path_factory):
     out = tmp_path_factory.mktemp("dist")
-    run = subprocess.run([sys.executable, str(REPO / "scripts" / "build_extension.py"), "--this-platform",
-                          "--output-dir", str(out)], capture_output=True, text=True)
+    run = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "build_extension.py"), "--this-platform", "--output-dir", str(out)],
+        capture_output=True,
+        text=True,
+    )
     assert run.returncode == 0, run.stderr
     (zip_path,) = run.stdout.split()
     return pathlib.Path(zip_path)
@@ -43,7 +46,10 @@ def test_zip_holds_the_extension_and_its_wheels_only(built_zip):
     wheels = sorted(n for n in names if n.endswith(".whl"))
     # scipy for each Python Blender uses (3.11: 4.2-5.0, 3.13: 5.1+), pure-Python threadpoolctl once
     assert [w.split("-")[0] + "-" + w.split("-")[2] for w in wheels] == [
-        "wheels/scipy-cp311", "wheels/scipy-cp313", "wheels/threadpoolctl-py3"]
+        "wheels/scipy-cp311",
+        "wheels/scipy-cp313",
+        "wheels/threadpoolctl-py3",
+    ]
     assert not [n for n in names if n.startswith(("tests/", "benchmarks/", "scripts/", "sample_scenes/", "."))]
     manifest = tomllib.loads(zipfile.ZipFile(built_zip).read("blender_manifest.toml").decode())
     assert manifest["platforms"] == [build_extension.this_platform()]
@@ -54,10 +60,24 @@ def test_installed_copy_optimizes_with_bundled_wheels(built_zip, tmp_path):
     user = tmp_path / "blender_user"
     user.mkdir()
     report, output = tmp_path / "report.json", tmp_path / "optimized.blend"
-    run = subprocess.run([sys.executable, str(REPO / "scripts" / "run_installed.py"), str(built_zip), "optimize",
-                          str(REPO / "sample_scenes" / "hanging_cloth.blend"), "--max-iter", "4",
-                          "--report", str(report), "--output", str(output)],
-                         env={**os.environ, "BLENDER_USER_RESOURCES": str(user)}, capture_output=True, text=True)
+    run = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "scripts" / "run_installed.py"),
+            str(built_zip),
+            "optimize",
+            str(REPO / "sample_scenes" / "hanging_cloth.blend"),
+            "--max-iter",
+            "4",
+            "--report",
+            str(report),
+            "--output",
+            str(output),
+        ],
+        env={**os.environ, "BLENDER_USER_RESOURCES": str(user)},
+        capture_output=True,
+        text=True,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     installed = user / "extensions"
     assert f"diffcloth from {installed / 'user_default' / 'diffcloth'}" in run.stdout
@@ -83,14 +103,23 @@ run = runner.Process(job).start()
 infos, _ = run.wait()
 print("worker", run.error, run.result.x.shape, len(infos))
 """
-    run = subprocess.run([sys.executable, "-c", code], env={**os.environ, "BLENDER_USER_RESOURCES": str(user)},
-                         capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "BLENDER_USER_RESOURCES": str(user)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     assert "worker None (41, 144, 3) 40" in run.stdout  # 40 frames of a 12×12 cloth, one report each
 
 
 def test_refuses_to_touch_the_real_user_directory(built_zip):
     env = {k: v for k, v in os.environ.items() if k != "BLENDER_USER_RESOURCES"}
-    run = subprocess.run([sys.executable, str(REPO / "scripts" / "run_installed.py"), str(built_zip), "optimize"],
-                         env=env, capture_output=True, text=True)
+    run = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "run_installed.py"), str(built_zip), "optimize"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert run.returncode != 0 and "set BLENDER_USER_RESOURCES" in run.stderr

@@ -28,16 +28,20 @@ def crumpled(n=5, seed=0, scale=0.05):
 
 # --- energies: gradient and Hessian against finite differences ---------------------------------
 
+
 @pytest.mark.parametrize("bending", BENDING)
-@pytest.mark.parametrize("colliders", [
-    [],
-    [dc.Sphere((0.0, 0.0, 0.02), 0.1)],
-    [dc.Plane((0.0, 0.0, 0.01), (0.2, 0.1, 1.0))],
-], ids=["cloth", "sphere", "plane"])
+@pytest.mark.parametrize(
+    "colliders",
+    [
+        [],
+        [dc.Sphere((0.0, 0.0, 0.02), 0.1)],
+        [dc.Plane((0.0, 0.0, 0.01), (0.2, 0.1, 1.0))],
+    ],
+    ids=["cloth", "sphere", "plane"],
+)
 def test_gradient_and_hessian_match_finite_differences(colliders, bending):
     cloth = square(k_tension=30.0, k_bending=0.5, damping=0.4, pinned=[0], bending=bending)
-    scene = dc.Scene(cloth, steps=2, dt=0.05, colliders=colliders, contact_stiffness=1.25e5,
-                     contact_thickness=0.005)
+    scene = dc.Scene(cloth, steps=2, dt=0.05, colliders=colliders, contact_stiffness=1.25e5, contact_thickness=0.005)
     model = Model(scene)
     rng = np.random.default_rng(1)
     x = scene.x0
@@ -68,7 +72,7 @@ def test_gradient_and_hessian_match_finite_differences(colliders, bending):
     dy = np.zeros_like(y)
     dy[free] = d
     fd = (gradient(y + eps * dy) - gradient(y - eps * dy)) / (2 * eps)
-    hv = model.system.matvec(data, d.ravel()) / model.h ** 2
+    hv = model.system.matvec(data, d.ravel()) / model.h**2
     assert np.allclose(hv, fd.ravel(), rtol=1e-5, atol=1e-6 * np.abs(fd).max())
 
 
@@ -115,6 +119,7 @@ def test_spring_blocks_clamped_are_psd_and_exact_when_stretched():
 
 # --- a step solves the implicit Euler equations -------------------------------------------------
 
+
 def hinge_terms(cloth, x):
     """Per hinge: vertices, ∂E/∂x (4,3) and E of ½(k/A)‖Σwx‖², with the cotangents from the rest
     triangles' angles (arccos, not the solver's formula)."""
@@ -127,8 +132,10 @@ def hinge_terms(cloth, x):
     for (i0, i1, i2, i3), k in zip(cloth.hinges, cloth.k_bending):
         a0, a1, b0, b1 = cot(i0, i1, i2), cot(i1, i0, i2), cot(i0, i1, i3), cot(i1, i0, i3)
         w = np.array([-(a1 + b1), -(a0 + b0), a0 + a1, b0 + b1])
-        area = (np.linalg.norm(np.cross(r[i1] - r[i0], r[i2] - r[i0]))
-                + np.linalg.norm(np.cross(r[i1] - r[i0], r[i3] - r[i0]))) / 2
+        area = (
+            np.linalg.norm(np.cross(r[i1] - r[i0], r[i2] - r[i0]))
+            + np.linalg.norm(np.cross(r[i1] - r[i0], r[i3] - r[i0]))
+        ) / 2
         bend = w @ x[[i0, i1, i2, i3]]
         yield [i0, i1, i2, i3], (k / area) * np.outer(w, bend), 0.5 * k / area * bend @ bend
 
@@ -158,8 +165,15 @@ def forces(scene, x, v, step):
 def test_converged_steps_satisfy_implicit_euler(bending):
     cloth = square(k_tension=40.0, k_bending=0.2, damping=0.5, pinned=[20, 24], bending=bending)
     rng = np.random.default_rng(2)
-    scene = dc.Scene(cloth, steps=6, dt=0.05, substeps=2, colliders=[dc.Sphere((0.0, 0.0, -0.15), 0.1)],
-                     contact_stiffness=1e5, forces=rng.normal(size=(6, 25, 3)) * 0.01)
+    scene = dc.Scene(
+        cloth,
+        steps=6,
+        dt=0.05,
+        substeps=2,
+        colliders=[dc.Sphere((0.0, 0.0, -0.15), 0.1)],
+        contact_stiffness=1e5,
+        forces=rng.normal(size=(6, 25, 3)) * 0.01,
+    )
     traj = dc.simulate(scene)
     assert traj.stats.converged.all()
     h, m = scene.h, cloth.masses[:, None]
@@ -179,8 +193,9 @@ def test_shifted_newton_steps_solve_implicit_euler(monkeypatch, bending):
     monkeypatch.setattr(integrator, "STALL", 0)
     shifted = []
     real = integrator.Stepper._refactor_shifted
-    monkeypatch.setattr(integrator.Stepper, "_refactor_shifted",
-                        lambda self, *a, **kw: shifted.append(1) or real(self, *a, **kw))
+    monkeypatch.setattr(
+        integrator.Stepper, "_refactor_shifted", lambda self, *a, **kw: shifted.append(1) or real(self, *a, **kw)
+    )
     verts, tris = dc.grid(16, 16)
     cloth = dc.Cloth(verts, tris, mass=0.5, k_tension=20.0, pinned=[240, 255], bending=bending)
     scene = dc.Scene(cloth, steps=10, dt=0.1)
@@ -224,12 +239,18 @@ def test_pins_stay_exactly_on_their_path():
     assert np.allclose(mid, path[1] + (path[2] - path[1]) / 3)
 
 
-@pytest.mark.parametrize("collider", [dc.Plane((0, 0, -0.2), (0, 0, 1)), dc.Sphere((0, 0, -1.0), 0.8)],
-                         ids=["plane", "sphere"])
+@pytest.mark.parametrize(
+    "collider", [dc.Plane((0, 0, -0.2), (0, 0, 1)), dc.Sphere((0, 0, -1.0), 0.8)], ids=["plane", "sphere"]
+)
 def test_dropped_cloth_comes_to_rest_on_collider(collider):
     kc = 5e4  # N/m per kg: a vertex sinks g/kc under its own weight
-    scene = dc.Scene(square(n=6, k_tension=30.0, k_bending=0.5, damping=2.0), steps=40, dt=0.05,
-                     colliders=[collider], contact_stiffness=kc)
+    scene = dc.Scene(
+        square(n=6, k_tension=30.0, k_bending=0.5, damping=2.0),
+        steps=40,
+        dt=0.05,
+        colliders=[collider],
+        contact_stiffness=kc,
+    )
     traj = dc.simulate(scene)
     assert traj.stats.converged.all()
     x, m = traj.x[-1], scene.cloth.masses
@@ -248,7 +269,7 @@ def drape(cells, size=0.4, radius=0.2):
     rigidity) dropped onto a sphere and damped to rest: (cells+1, cells+1, 3) positions."""
     verts, tris = dc.grid(cells + 1, cells + 1, size=size)
     verts[:, 2] = radius + 0.005
-    cloth = dc.Cloth(verts, tris, mass=0.5 * size ** 2, k_tension=20.0, k_bending=3e-4, damping=2.0)
+    cloth = dc.Cloth(verts, tris, mass=0.5 * size**2, k_tension=20.0, k_bending=3e-4, damping=2.0)
     traj = dc.simulate(dc.Scene(cloth, steps=48, dt=1 / 24, colliders=[dc.Sphere((0, 0, 0), radius)]))
     assert traj.stats.converged.all() and np.abs(traj.v[-1]).max() < 1e-2  # at rest
     return traj.x[-1].reshape(cells + 1, cells + 1, 3)
@@ -278,8 +299,7 @@ def test_drape_over_sphere_is_alike_at_three_resolutions():
 @pytest.mark.parametrize("bending", BENDING)
 def test_energy_never_grows_without_control(bending):
     cloth = square(k_tension=40.0, k_bending=0.3, pinned=[20, 24], bending=bending)
-    scene = dc.Scene(cloth, steps=30, dt=0.05, colliders=[dc.Sphere((0.0, 0.0, -0.3), 0.12)],
-                     contact_stiffness=2.5e5)
+    scene = dc.Scene(cloth, steps=30, dt=0.05, colliders=[dc.Sphere((0.0, 0.0, -0.3), 0.12)], contact_stiffness=2.5e5)
     traj = dc.simulate(scene)
     e = cloth.edges
 
@@ -287,8 +307,13 @@ def test_energy_never_grows_without_control(bending):
         length = np.linalg.norm(x[e[:, 0]] - x[e[:, 1]], axis=1)
         c = Contact(scene, x, 0, scene.contact_stiffness * cloth.masses)
         hinges = sum(eh for _, _, eh in hinge_terms(cloth, x)) if bending == "hinge" else 0.0
-        return (0.5 * np.sum(cloth.masses[:, None] * v * v) + 0.5 * np.sum(cloth.stiffness * (length - cloth.rest_lengths) ** 2)
-                - np.sum(cloth.masses[:, None] * scene.gravity * x) + c.energy + hinges)
+        return (
+            0.5 * np.sum(cloth.masses[:, None] * v * v)
+            + 0.5 * np.sum(cloth.stiffness * (length - cloth.rest_lengths) ** 2)
+            - np.sum(cloth.masses[:, None] * scene.gravity * x)
+            + c.energy
+            + hinges
+        )
 
     total = np.array([energy(x, v) for x, v in zip(traj.x, traj.v)])
     assert np.all(np.diff(total) <= 1e-9 * np.abs(total).max())
@@ -297,8 +322,9 @@ def test_energy_never_grows_without_control(bending):
 
 @pytest.mark.parametrize("bending", BENDING)
 def test_runs_are_bit_identical(bending):
-    scene = dc.Scene(square(pinned=[20, 24], bending=bending), steps=10, dt=0.1,
-                     colliders=[dc.Sphere((0, 0, -0.3), 0.15)])
+    scene = dc.Scene(
+        square(pinned=[20, 24], bending=bending), steps=10, dt=0.1, colliders=[dc.Sphere((0, 0, -0.3), 0.15)]
+    )
     a, b = dc.simulate(scene), dc.simulate(scene)
     assert np.array_equal(a.x, b.x) and np.array_equal(a.v, b.v)
 
@@ -324,10 +350,12 @@ def test_frames_and_substeps_shapes():
 def test_thesis_hanging_cloth_converges_every_step(sphere, bending, k_bending):
     n = 20
     verts, tris = dc.grid(n, n)
-    cloth = dc.Cloth(verts, tris, mass=0.5, k_tension=20.0, k_bending=k_bending, pinned=[(n - 1) * n, n * n - 1],
-                     bending=bending)
-    scene = dc.Scene(cloth, steps=100, dt=0.1, contact_stiffness=8e5,
-                     colliders=[dc.Sphere((0, 0.1, -0.45), 0.25)] if sphere else [])
+    cloth = dc.Cloth(
+        verts, tris, mass=0.5, k_tension=20.0, k_bending=k_bending, pinned=[(n - 1) * n, n * n - 1], bending=bending
+    )
+    scene = dc.Scene(
+        cloth, steps=100, dt=0.1, contact_stiffness=8e5, colliders=[dc.Sphere((0, 0.1, -0.45), 0.25)] if sphere else []
+    )
     traj = dc.simulate(scene)
     assert traj.stats.converged.all(), traj.stats.unconverged_steps
     assert traj.stats.residual.max() <= scene.tol * 1.0
@@ -354,8 +382,13 @@ def test_a_guess_picks_which_solution_a_buckling_step_takes():
     pins = np.r_[left, right]
     cloth = dc.Cloth(verts, tris, mass=0.05, k_tension=50.0, k_bending=1e-4, pinned=pins)
     inward = np.where(np.isin(pins, left), 1.0, -1.0)[None, :, None] * [1.0, 0.0, 0.0]
-    scene = dc.Scene(cloth, steps=10, dt=0.05, gravity=(0, 0, 0),
-                     pin_path=verts[pins][None] + np.linspace(0.0, 0.08, 11)[:, None, None] * inward)
+    scene = dc.Scene(
+        cloth,
+        steps=10,
+        dt=0.05,
+        gravity=(0, 0, 0),
+        pin_path=verts[pins][None] + np.linspace(0.0, 0.08, 11)[:, None, None] * inward,
+    )
     middle = np.flatnonzero(np.isclose(verts[:, 0], 0.0))
     flat = dc.simulate(scene)
     assert np.abs(flat.x[:, middle, 2]).max() < 1e-9

@@ -6,15 +6,13 @@ import sys
 
 import numpy as np
 import pytest
-
 from conftest import REPO
 
 SCENES = sorted((REPO / "sample_scenes").glob("*.blend"))
 
 
 def test_all_four_scenes_are_there():
-    assert [p.stem for p in SCENES] == ["artist_keyframes", "hanging_cloth", "pinned_to_animated",
-                                        "throw_onto_sphere"]
+    assert [p.stem for p in SCENES] == ["artist_keyframes", "hanging_cloth", "pinned_to_animated", "throw_onto_sphere"]
 
 
 @pytest.mark.parametrize("path", SCENES, ids=lambda p: p.stem)
@@ -41,8 +39,11 @@ def fingerprint(path):
     scene = bpy.context.scene
     objects = {}
     for obj in scene.objects:
-        entry = {"role": obj.diffcloth.role, "matrix": np.array(obj.matrix_world),
-                 "parent": obj.parent.name if obj.parent else None}
+        entry = {
+            "role": obj.diffcloth.role,
+            "matrix": np.array(obj.matrix_world),
+            "parent": obj.parent.name if obj.parent else None,
+        }
         if obj.type == "MESH":
             entry["co"] = np.array([v.co for v in obj.data.vertices])
             if obj.diffcloth.role == "SPHERE":  # only its extent counts; the UV sphere's vertex order
@@ -50,17 +51,25 @@ def fingerprint(path):
             entry["groups"] = sorted(g.name for g in obj.vertex_groups)
         if obj.animation_data and obj.animation_data.action:
             from diffcloth.diffcloth_addon.convert import action_fcurves
-            entry["keys"] = sorted((fc.data_path, fc.array_index, tuple(k.co))
-                                   for fc in action_fcurves(obj.animation_data) for k in fc.keyframe_points)
+
+            entry["keys"] = sorted(
+                (fc.data_path, fc.array_index, tuple(k.co))
+                for fc in action_fcurves(obj.animation_data)
+                for k in fc.keyframe_points
+            )
         objects[obj.name] = entry
-    settings = {p.identifier: getattr(scene.diffcloth, p.identifier) for p in scene.diffcloth.bl_rna.properties
-                if p.identifier != "rna_type"}
+    settings = {
+        p.identifier: getattr(scene.diffcloth, p.identifier)
+        for p in scene.diffcloth.bl_rna.properties
+        if p.identifier != "rna_type"
+    }
     return objects, settings, scene["diffcloth_sample"], (scene.frame_start, scene.frame_end)
 
 
 def test_regeneration_reproduces_the_scenes(addon, tmp_path):
-    subprocess.run([sys.executable, str(REPO / "sample_scenes" / "make_scenes.py"), str(tmp_path)], check=True,
-                   capture_output=True)
+    subprocess.run(
+        [sys.executable, str(REPO / "sample_scenes" / "make_scenes.py"), str(tmp_path)], check=True, capture_output=True
+    )
     for path in SCENES:
         (objs_a, *rest_a), (objs_b, *rest_b) = fingerprint(path), fingerprint(tmp_path / path.name)
         assert rest_a == rest_b, path.name

@@ -15,20 +15,44 @@ def contact_scene(pin_path=False, bending="hinge", solver="newton"):
     """5×5 cloth falling onto a sphere (contact from the third step), damped, 2 substeps per
     frame; optionally its pins dragged sideways. tol 1e-12 so differences resolve 1e-8."""
     verts, tris = dc.grid(5, 5, size=0.4)
-    cloth = dc.Cloth(verts, tris, mass=0.1, k_tension=10.0, k_bending=1e-3 if bending == "hinge" else 0.05,
-                     damping=0.3, pinned=[20, 24], bending=bending)
+    cloth = dc.Cloth(
+        verts,
+        tris,
+        mass=0.1,
+        k_tension=10.0,
+        k_bending=1e-3 if bending == "hinge" else 0.05,
+        damping=0.3,
+        pinned=[20, 24],
+        bending=bending,
+    )
     path = None
     if pin_path:
         path = verts[[20, 24]][None] + np.linspace(0, 1, 9)[:, None, None] * np.array([0.05, 0.0, 0.03])
-    return dc.Scene(cloth, steps=8, dt=0.05, substeps=2, colliders=[dc.Sphere((0, 0.0, -0.15), 0.12)],
-                    contact_stiffness=300.0, pin_path=path, tol=1e-12, v0=(0.1, 0.0, -0.2), solver=solver)
+    return dc.Scene(
+        cloth,
+        steps=8,
+        dt=0.05,
+        substeps=2,
+        colliders=[dc.Sphere((0, 0.0, -0.15), 0.12)],
+        contact_stiffness=300.0,
+        pin_path=path,
+        tol=1e-12,
+        v0=(0.1, 0.0, -0.2),
+        solver=solver,
+    )
 
 
 def random_direction(scene, rng):
     n, cloth = scene.cloth.n, scene.cloth
-    d = dict(k_tension=rng.normal(size=cloth.n_tension), k_bending=rng.normal(size=cloth.n_bending) * cloth.k_bending,
-             x0=0.1 * rng.normal(size=(n, 3)), v0=rng.normal(size=(n, 3)),
-             forces=0.01 * rng.normal(size=(scene.steps, n, 3)), damping=1.0, contact_stiffness=100.0)
+    d = dict(
+        k_tension=rng.normal(size=cloth.n_tension),
+        k_bending=rng.normal(size=cloth.n_bending) * cloth.k_bending,
+        x0=0.1 * rng.normal(size=(n, 3)),
+        v0=rng.normal(size=(n, 3)),
+        forces=0.01 * rng.normal(size=(scene.steps, n, 3)),
+        damping=1.0,
+        contact_stiffness=100.0,
+    )
     if scene.pin_path is not None:
         d["pin_path"] = 0.1 * rng.normal(size=scene.pin_path.shape)
     return d
@@ -36,22 +60,38 @@ def random_direction(scene, rng):
 
 def moved(scene, d, eps):
     """The scene with its design moved by eps·d."""
-    cloth = scene.cloth.replace(k_tension=scene.cloth.k_tension + eps * d.get("k_tension", 0),
-                                k_bending=scene.cloth.k_bending + eps * d.get("k_bending", 0),
-                                damping=scene.cloth.damping + eps * d.get("damping", 0))
-    changes = dict(cloth=cloth, x0=scene.x0 + eps * d.get("x0", 0), v0=scene.v0 + eps * d.get("v0", 0),
-                   contact_stiffness=scene.contact_stiffness + eps * d.get("contact_stiffness", 0),
-                   forces=np.zeros((scene.steps, scene.cloth.n, 3)) + eps * d.get("forces", 0))
+    cloth = scene.cloth.replace(
+        k_tension=scene.cloth.k_tension + eps * d.get("k_tension", 0),
+        k_bending=scene.cloth.k_bending + eps * d.get("k_bending", 0),
+        damping=scene.cloth.damping + eps * d.get("damping", 0),
+    )
+    changes = dict(
+        cloth=cloth,
+        x0=scene.x0 + eps * d.get("x0", 0),
+        v0=scene.v0 + eps * d.get("v0", 0),
+        contact_stiffness=scene.contact_stiffness + eps * d.get("contact_stiffness", 0),
+        forces=np.zeros((scene.steps, scene.cloth.n, 3)) + eps * d.get("forces", 0),
+    )
     if scene.pin_path is not None:
         changes["pin_path"] = scene.pin_path + eps * d.get("pin_path", 0)
     return scene.replace(**changes)
 
 
-@pytest.mark.parametrize("field,pin_path,bending,solver", [
-    (f, p, b, solver) for p, b, solver in ((False, "hinge", "newton"), (True, "hinge", "newton"),
-                                           (True, "springs", "newton"), (True, "hinge", "linearized"),
-                                           (True, "springs", "linearized"))
-    for f in FIELDS if p or f != "pin_path"])  # without a pin path the pins sit at x0: their direction is x0's
+@pytest.mark.parametrize(
+    "field,pin_path,bending,solver",
+    [
+        (f, p, b, solver)
+        for p, b, solver in (
+            (False, "hinge", "newton"),
+            (True, "hinge", "newton"),
+            (True, "springs", "newton"),
+            (True, "hinge", "linearized"),
+            (True, "springs", "linearized"),
+        )
+        for f in FIELDS
+        if p or f != "pin_path"
+    ],
+)  # without a pin path the pins sit at x0: their direction is x0's
 def test_tangent_matches_finite_differences(field, pin_path, bending, solver):
     scene = contact_scene(pin_path, bending, solver)
     traj = dc.simulate(scene)
@@ -65,7 +105,7 @@ def test_tangent_matches_finite_differences(field, pin_path, bending, solver):
         fd = (a - b) / (2 * eps)
         assert np.abs(fd).max() > 0
         assert np.abs(got - fd).max() <= 1e-6 * np.abs(fd).max(), (field, np.abs(got - fd).max() / np.abs(fd).max())
-    assert np.array_equal(t.x, t.step_x[::scene.substeps])
+    assert np.array_equal(t.x, t.step_x[:: scene.substeps])
 
 
 @pytest.mark.parametrize("pin_path,solver", [(False, "newton"), (True, "newton"), (True, "linearized")])
@@ -96,6 +136,7 @@ def test_passes_on_the_steps_own_factorizations_agree(solver):
     """A Linearization that factors each step's matrix itself (what Gauss–Newton's many passes
     use) gives the tangent and the gradient that the forward's factorizations give."""
     from core.adjoint import Linearization
+
     scene = contact_scene(True, solver=solver)
     traj = dc.simulate(scene)
     rng = np.random.default_rng(11)
