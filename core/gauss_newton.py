@@ -76,7 +76,9 @@ class Linearized:
     def product(self, p):
         """B·p (J·p by a tangent pass, Jᵀ·H·J·p by an adjoint pass) and J·p's step positions."""
         t = tangent(self.scene, self.traj, self.design.jvp(self.theta, p, self.fields), self.lin)
-        bp = self._pullback(*self.loss.hess_vec(t.x, t.v)) + self.design.regularizer_hess_vec(self.theta, p)
+        bp = self._pullback(*self.loss.hess_vec(t.x, t.v, self.traj.x)) + self.design.regularizer_hess_vec(
+            self.theta, p
+        )
         return bp, t.step_x
 
 

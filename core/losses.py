@@ -90,9 +90,10 @@ class KeyframeLoss:
             grads[which][frame] += 2.0 * w * diff
         return (value,) + grads
 
-    def hess_vec(self, dx, dv):
+    def hess_vec(self, dx, dv, x=None):
         """The loss's Hessian in the frame states times a change (dx, dv) of them, as partials
-        like evaluate's: a sum of squares of the states, so Gauss–Newton's Jᵀ·H·J needs only this."""
+        like evaluate's: a sum of squares of the states, so Gauss–Newton's Jᵀ·H·J needs only this
+        (the states x, which an embedded loss's Jacobian depends on, are not needed here)."""
         out = (np.zeros_like(dx), np.zeros_like(dv))
         for which, frame, _, w in self._weighted(dx.shape[1]):
             out[which][frame] += 2.0 * w * (dx, dv)[which][frame]
