@@ -178,8 +178,10 @@ def report(name, side, distances, iterations, reason, max_accel, wall):
     return out
 
 
-def addon_case(side, max_iter, pose, move_pins, within):
-    """The add-on's Optimize on targets made with New Target from Cloth, then edited by hand."""
+def addon_case(side, max_iter, pose, move_pins, within, table=False):
+    """The add-on's Optimize on targets made with New Target from Cloth, then edited by hand.
+    table: instead of the sphere and the floor, a table with Collision physics (Friction 30) whose
+    edge the cloth hangs over."""
     import bpy
 
     ext.register()
@@ -196,10 +198,17 @@ def addon_case(side, max_iter, pose, move_pins, within):
         top = np.flatnonzero(np.isclose(co[:, 1], co[:, 1].max()))
         cloth.vertex_groups.new(name="pins").add([int(top[0]), int(top[-1])], 1.0, "REPLACE")
         cloth.diffcloth.pin_group = "pins"
-        bpy.ops.mesh.primitive_uv_sphere_add(radius=0.25, location=(0, -0.35, -0.55))
-        bpy.context.active_object.diffcloth.role = "SPHERE"
-        bpy.ops.mesh.primitive_plane_add(size=4, location=(0, 0, -1))
-        bpy.context.active_object.diffcloth.role = "PLANE"
+        if table:  # a 1.2 m table whose top is 30 cm under the cloth, its +y edge under the pins' side
+            bpy.ops.mesh.primitive_cube_add(size=1.0, location=(0.0, -0.35, -0.8))
+            desk = bpy.context.active_object
+            desk.scale = (1.2, 1.0, 1.0)
+            desk.modifiers.new("Collision", "COLLISION")
+            desk.collision.cloth_friction, desk.collision.thickness_outer = 30.0, 0.01
+        else:
+            bpy.ops.mesh.primitive_uv_sphere_add(radius=0.25, location=(0, -0.35, -0.55))
+            bpy.context.active_object.diffcloth.role = "SPHERE"
+            bpy.ops.mesh.primitive_plane_add(size=4, location=(0, 0, -1))
+            bpy.context.active_object.diffcloth.role = "PLANE"
         bpy.context.view_layer.objects.active = cloth
         assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
         for frame, edit in edits(top[[0, -1]], pose).items():
@@ -221,7 +230,7 @@ def addon_case(side, max_iter, pose, move_pins, within):
         stored = cloth["diffcloth_result"]
         distances = {int(f): (v[2], v[3]) for f, v in stored["keyframes"].items()}
         return report(
-            f"{side}x{side} add-on, {pose} poses{'' if move_pins else ', fixed pins'}",
+            f"{side}x{side} add-on{' over a table edge' if table else ''}, {pose} poses{'' if move_pins else ', fixed pins'}",
             side,
             distances,
             stored["iterations"],
@@ -246,6 +255,7 @@ def main():
     ap.add_argument("--fixed-pins", action="store_true", help="Move Pins off: the pins stay where the cloth holds them")
     ap.add_argument("--within", type=float, metavar="MM", help="stop once both keys are this close (Stop Within)")
     ap.add_argument("--springs", action="store_true", help="the cloth of earlier versions (0.5 kg, tension 20)")
+    ap.add_argument("--table", action="store_true", help="the add-on case over a table edge (Collision physics)")
     args = ap.parse_args()
     global SPRINGS
     SPRINGS = args.springs
@@ -262,6 +272,8 @@ def main():
                 print(json.dumps(core_case(side, args.max_iter, controls, method, pose, within)), flush=True)
         if not args.no_addon:
             print(json.dumps(addon_case(20, args.max_iter, pose, controls["move_pins"], within)), flush=True)
+        if args.table:
+            print(json.dumps(addon_case(20, args.max_iter, pose, controls["move_pins"], within, True)), flush=True)
 
 
 if __name__ == "__main__":

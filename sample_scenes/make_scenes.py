@@ -11,8 +11,13 @@ which the cloth is reset to a wrong start, so optimizing recovers a reachable an
   artist_keyframes.blend    a pinned cloth swinging down onto a sphere, then swayed by a gust; two
                             keyed poses; optimize control forces
   pinned_to_animated.blend  a cloth pinned to an animated object; optimize tension and bending
+  tablecloth.blend          a cotton tablecloth falling onto a table (Collision physics, friction),
+                            blown aside by a breeze on its way; optimize the breeze (wind)
+  cape.blend                a cotton cape pinned at the shoulders of a swaying body (Collision
+                            physics, shape keys); optimize its stretch stiffness
 """
 
+import math
 import os
 import pathlib
 import sys
@@ -141,6 +146,93 @@ def pinned_to_animated():
     s = bpy.context.scene.diffcloth
     s.opt_tension, s.opt_bending, s.max_iterations = True, True, 20
     return "optimize tension and bending (start 12 N/m / 1e-4 N·m, true 30 / 5e-4) with pins following the rig", 1e3
+
+
+def fabric_grid(n, size, location=(0.0, 0.0, 0.0), name="Cloth"):
+    """A grid marked as cloth with the add-on's defaults (Cotton; the converged solver, which
+    Optimize uses, so the targets made from its simulation are exactly reachable)."""
+    bpy.ops.mesh.primitive_grid_add(x_subdivisions=n - 1, y_subdivisions=n - 1, size=size, location=location)
+    obj = bpy.context.active_object
+    obj.name = obj.data.name = name
+    obj.diffcloth.role, obj.diffcloth.solver = "CLOTH", "NEWTON"
+    return obj
+
+
+def collision(obj, friction, thickness):
+    """Blender's Collision physics on obj, as an artist sets it."""
+    obj.modifiers.new("Collision", "COLLISION")
+    obj.collision.cloth_friction, obj.collision.thickness_outer = friction, thickness
+    return obj
+
+
+@scene
+def tablecloth():
+    reset(frames=24, fps=24)
+    bpy.ops.mesh.primitive_cube_add(size=1.0, location=(0.0, 0.0, -0.4))
+    table = bpy.context.active_object
+    table.name = "Table"
+    table.scale = (0.7, 0.7, 0.8)
+    collision(table, friction=30.0, thickness=0.005)
+    fabric_grid(14, 1.0, location=(0.0, 0.0, 0.25), name="Tablecloth")
+    s = bpy.context.scene.diffcloth
+    s.opt_tension, s.opt_wind, s.max_iterations = False, True, 15
+    # the breeze that made the key: 0.8 m/s² along x for the first half second, then calm
+    breeze = np.zeros((24, 196, 3))
+    breeze[:12, :, 0] = 0.8 * (0.15 / 196)
+    targets_from_truth(bpy.data.objects["Tablecloth"], [25], forces=breeze)
+    return "optimize a breeze (wind) that lands the tablecloth where the key has it", 30.0
+
+
+@scene
+def cape():
+    reset(frames=24, fps=24)
+    rings, segments, radius, height = 30, 32, 0.15, 0.9
+    verts = [
+        (
+            radius * math.cos(2 * math.pi * j / segments),
+            radius * math.sin(2 * math.pi * j / segments),
+            height * i / rings,
+        )
+        for i in range(rings + 1)
+        for j in range(segments)
+    ]
+    faces = [
+        (
+            i * segments + j,
+            i * segments + (j + 1) % segments,
+            (i + 1) * segments + (j + 1) % segments,
+            (i + 1) * segments + j,
+        )
+        for i in range(rings)
+        for j in range(segments)
+    ]
+    mesh = bpy.data.meshes.new("Body")
+    mesh.from_pydata(verts, [], faces)
+    body = bpy.data.objects.new("Body", mesh)
+    bpy.context.collection.objects.link(body)
+    body.location = (0.0, 0.0, -1.0)
+    body.shape_key_add(name="Basis")
+    sway = body.shape_key_add(name="Sway")
+    for p in sway.data:  # the shoulders lean back 8 cm and return
+        p.co.y -= 0.08 * p.co.z / height
+    for frame, value in ((1, 0.0), (13, 1.0), (25, 0.0)):
+        sway.value = value
+        sway.keyframe_insert("value", frame=frame)
+    collision(body, friction=20.0, thickness=0.01)
+    cloth = fabric_grid(12, 0.5, location=(0.0, -0.17, -0.35), name="Cape")
+    cloth.rotation_euler = (math.pi / 2, 0.0, 0.0)
+    bpy.context.view_layer.update()
+    co = np.array([cloth.matrix_world @ v.co for v in cloth.data.vertices])
+    cloth.vertex_groups.new(name="Shoulders").add(
+        [int(i) for i in np.flatnonzero(co[:, 2] > co[:, 2].max() - 1e-6)], 1.0, "REPLACE"
+    )
+    cloth.diffcloth.pin_group = "Shoulders"
+    cloth.diffcloth.stretch = 90.0
+    targets_from_truth(cloth, [25])
+    cloth.diffcloth.stretch = 150.0
+    s = bpy.context.scene.diffcloth
+    s.opt_tension, s.max_iterations = True, 15
+    return "optimize the cape's stretch stiffness (start 150 N/m, true 90) as it swings against the body", 1e3
 
 
 def make(name, folder):

@@ -11,8 +11,15 @@ from conftest import REPO
 SCENES = sorted((REPO / "sample_scenes").glob("*.blend"))
 
 
-def test_all_four_scenes_are_there():
-    assert [p.stem for p in SCENES] == ["artist_keyframes", "hanging_cloth", "pinned_to_animated", "throw_onto_sphere"]
+def test_all_six_scenes_are_there():
+    assert [p.stem for p in SCENES] == [
+        "artist_keyframes",
+        "cape",
+        "hanging_cloth",
+        "pinned_to_animated",
+        "tablecloth",
+        "throw_onto_sphere",
+    ]
 
 
 @pytest.mark.parametrize("path", SCENES, ids=lambda p: p.stem)
@@ -79,6 +86,8 @@ def test_regeneration_reproduces_the_scenes(addon, tmp_path):
             assert a.keys() == b.keys(), name
             for key in a:
                 if isinstance(a[key], np.ndarray):
-                    np.testing.assert_allclose(a[key], b[key], atol=1e-9, err_msg=f"{path.name}: {name}.{key}")
+                    # within a float32 rounding of a coordinate (meshes store float32; numpy and scipy
+                    # versions differ between the stacks)
+                    np.testing.assert_allclose(a[key], b[key], atol=1e-7, err_msg=f"{path.name}: {name}.{key}")
                 else:
                     assert a[key] == b[key], f"{path.name}: {name}.{key}"

@@ -1,0 +1,303 @@
+"""Colliders artists use, against Blender's own Cloth on the same collider objects, in one process.
+
+Every scene is built in Blender and read by the add-on as an artist's would be (its defaults:
+Cotton, linearized steps; colliders through Blender's Collision physics), and Blender's Cloth runs
+on a copy of the cloth with its own defaults (Cotton, quality 5) and the same Collision objects.
+
+- mesh sphere vs analytic sphere: the 64×64 artist scene (1 m cloth, two corners pinned, 24 fps,
+  48 frames) over a UV sphere mesh (32×16, Collision physics) and over DiffCloth's analytic sphere of
+  the same radius: the largest distance between the two results (criterion: the mesh's facet depth
+  + 1 mm) and the time with the mesh over the time with the analytic sphere (≤ 1.5×).
+- character: a cape pinned at the shoulders of a swaying body (a capsule of ≥ 5k triangles
+  animated by shape keys), 48 frames: the deepest cloth vertex inside the body beyond its
+  thickness (criterion ≤ 1 mm) at any frame, DiffCloth's time against Blender's (≤ 2×).
+- slope: a 10 cm patch on a 30° Collision plane with Friction 70 and 30: drift over 2 s and the
+  acceleration against Coulomb's g(sin 30° − μ cos 30°), DiffCloth and Blender.
+- tunnelling: cloth dropped from 40 cm at 24 fps onto a zero-thickness quad, a 1 cm board and a
+  closed sphere mesh: the worst position relative to the surface at any frame (wrong side < 0).
+
+    .envs/py313-bpy5.2/bin/python benchmarks/colliders.py [--repeats 3] [--cases sphere character slope tunnel]
+"""
+
+import argparse
+import json
+import math
+import pathlib
+import statistics
+import sys
+import time
+
+import numpy as np
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "scripts"))
+sys.path.insert(0, str(HERE))
+import bpy
+from blender_cloth import triangulated_grid
+from dev_extension import load_extension
+
+ext = load_extension()
+import diffcloth.core as dc  # noqa: E402
+from diffcloth.diffcloth_addon import convert  # noqa: E402
+
+FPS, FRAMES = 24, 48
+
+
+def reset(frames=FRAMES):
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    scene = bpy.context.scene
+    scene.render.fps, scene.render.fps_base = FPS, 1.0
+    scene.frame_start, scene.frame_end = 1, frames + 1
+
+
+def collision(obj, friction=5.0, thickness=0.02, single_sided=True):
+    obj.modifiers.new("Collision", "COLLISION")
+    obj.collision.cloth_friction, obj.collision.thickness_outer = friction, thickness
+    obj.collision.use_culling = single_sided
+    return obj
+
+
+def cloth_object(obj):
+    obj.diffcloth.role = "CLOTH"
+    if obj.vertex_groups:
+        obj.diffcloth.pin_group = obj.vertex_groups[0].name
+    return obj
+
+
+def ours(repeats=1):
+    """DiffCloth on the scene as gathered: median seconds and the motion (frames+1, n, 3)."""
+    setup = convert.gather(bpy.context, "DiffCloth", need_targets=False)
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        traj = dc.simulate(setup.scene)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), traj.x, setup.scene
+
+
+def blenders(obj, frames=FRAMES, repeats=1):
+    """Blender's Cloth (its defaults) on obj: median seconds and the motion in world space."""
+    scene = bpy.context.scene
+    times = []
+    for _ in range(repeats):
+        mod = obj.modifiers.get("Cloth") or obj.modifiers.new("Cloth", "CLOTH")
+        mod.settings.time_scale = math.sqrt(1000.0) / FPS
+        if obj.vertex_groups:
+            mod.settings.vertex_group_mass = obj.vertex_groups[0].name
+        mod.point_cache.frame_start, mod.point_cache.frame_end = 1, frames + 1
+        mod.point_cache.frame_end = frames + 1  # a fresh cache each repeat
+        scene.frame_set(1)
+        t0 = time.perf_counter()
+        motion = [world(obj)]
+        for f in range(2, frames + 2):
+            scene.frame_set(f)
+            motion.append(world(obj))
+        times.append(time.perf_counter() - t0)
+        obj.modifiers.remove(mod)
+    return statistics.median(times), np.array(motion)
+
+
+def world(obj):
+    ev = obj.evaluated_get(bpy.context.evaluated_depsgraph_get())
+    mesh = ev.to_mesh()
+    co = np.empty(len(mesh.vertices) * 3)
+    mesh.vertices.foreach_get("co", co)
+    mw = np.array(ev.matrix_world)
+    ev.to_mesh_clear()
+    return co.reshape(-1, 3) @ mw[:3, :3].T + mw[:3, 3]
+
+
+def sphere_case(repeats):
+    """The artist scene over a UV sphere mesh and over the analytic sphere of the same radius."""
+    out = {}
+    for kind in ("analytic", "mesh"):
+        reset()
+        cloth_object(triangulated_grid(64, "DiffCloth"))
+        bpy.ops.mesh.primitive_uv_sphere_add(radius=0.25, location=(0.0, 0.1, -0.45), segments=32, ring_count=16)
+        ball = bpy.context.active_object
+        if kind == "analytic":
+            ball.diffcloth.role, ball.diffcloth.friction = "SPHERE", 5.0
+        else:
+            collision(ball, friction=5.0, thickness=0.0)
+        out[kind] = ours(repeats)
+    facet = 0.25 * (1 - math.cos(math.pi / 16))  # the deepest a facet lies under the sphere
+    gap = float(np.linalg.norm(out["mesh"][1] - out["analytic"][1], axis=2).max())
+    return dict(
+        case="mesh sphere vs analytic sphere, 64x64, 48 frames",
+        analytic_s=round(out["analytic"][0], 2),
+        mesh_s=round(out["mesh"][0], 2),
+        time_ratio=round(out["mesh"][0] / out["analytic"][0], 2),
+        largest_difference_mm=round(gap * 1e3, 1),
+        facet_depth_mm=round(facet * 1e3, 1),
+        meets=dict(difference=gap <= facet + 1e-3, time=out["mesh"][0] <= 1.5 * out["analytic"][0]),
+    )
+
+
+def capsule(radius=0.15, height=0.9, segments=64, rings=44):
+    """A closed capsule mesh (a body), z from 0 up; about segments·rings·2 triangles."""
+    verts = []
+    for i in range(rings + 1):
+        t = i / rings  # 0 bottom pole … 1 top pole
+        if t < 0.2:
+            a = math.pi / 2 * (1 - t / 0.2)
+            r, z = radius * math.cos(a), radius - radius * math.sin(a)
+        elif t > 0.8:
+            a = math.pi / 2 * (t - 0.8) / 0.2
+            r, z = radius * math.cos(a), height - radius + radius * math.sin(a)
+        else:
+            r, z = radius, radius + (height - 2 * radius) * (t - 0.2) / 0.6
+        verts += [
+            (r * math.cos(2 * math.pi * j / segments), r * math.sin(2 * math.pi * j / segments), z)
+            for j in range(segments)
+        ]
+    faces = [
+        (
+            i * segments + j,
+            i * segments + (j + 1) % segments,
+            (i + 1) * segments + (j + 1) % segments,
+            (i + 1) * segments + j,
+        )
+        for i in range(rings)
+        for j in range(segments)
+    ]
+    return verts, faces
+
+
+def character_case(repeats):
+    reset()
+    verts, faces = capsule()
+    mesh = bpy.data.meshes.new("Body")
+    mesh.from_pydata(verts, [], faces)
+    body = bpy.data.objects.new("Body", mesh)
+    bpy.context.collection.objects.link(body)
+    body.location = (0.0, 0.0, -1.0)
+    body.shape_key_add(name="Basis")
+    sway = body.shape_key_add(name="Sway")
+    for p in sway.data:  # the upper body leans forward 10 cm at the shoulders
+        p.co.y += 0.1 * max(p.co.z - 0.3, 0.0) / 0.6
+    for frame, value in ((1, 0.0), (25, 1.0), (49, 0.0)):
+        sway.value = value
+        sway.keyframe_insert("value", frame=frame)
+    collision(body, friction=5.0, thickness=0.005)
+    triangles = sum(len(p.vertices) - 2 for p in body.data.polygons)
+    # a 0.6 × 0.8 m cape behind the body, its top edge pinned at shoulder height
+    bpy.ops.mesh.primitive_grid_add(x_subdivisions=29, y_subdivisions=39, size=1.0)
+    cape = bpy.context.active_object
+    cape.name = "DiffCloth"
+    cape.scale = (0.6, 0.8, 1.0)
+    cape.rotation_euler = (math.pi / 2, 0.0, 0.0)
+    cape.location = (0.0, -0.17, -0.5)
+    bpy.ops.object.transform_apply(location=True, rotation=True, scale=True)
+    co = np.array([v.co for v in cape.data.vertices])
+    cape.vertex_groups.new(name="pin").add(
+        [int(i) for i in np.flatnonzero(co[:, 2] > co[:, 2].max() - 1e-6)], 1.0, "REPLACE"
+    )
+    cloth_object(cape)
+    t_ours, motion, scene = ours(repeats)
+    collider = scene.colliders[0]
+    deepest = 0.0
+    for f, x in enumerate(motion):  # signed distance to the body at each frame, beyond its thickness
+        deepest = max(deepest, -float(collider.signed(x, f).min()) + 0.005)
+    t_blender, theirs = blenders(cape, repeats=repeats)
+    deepest_blender = max(-float(collider.signed(x, f).min()) + 0.005 for f, x in enumerate(theirs))
+    return dict(
+        case=f"cape on a swaying body ({triangles} triangles, shape keys), 30x40 cape, 48 frames",
+        diffcloth_s=round(t_ours, 2),
+        blender_s=round(t_blender, 2),
+        ratio=round(t_ours / t_blender, 2),
+        deepest_beyond_thickness_mm=round(deepest * 1e3, 2),
+        blender_deepest_beyond_thickness_mm=round(deepest_blender * 1e3, 2),
+        meets=dict(depth=deepest <= 1e-3, time=t_ours <= 2 * t_blender),
+    )
+
+
+def slope_case(friction):
+    reset(frames=60)
+    bpy.ops.mesh.primitive_plane_add(size=40.0, rotation=(math.radians(30), 0, 0))
+    slope = collision(bpy.context.active_object, friction=friction, thickness=0.005)
+    patch = triangulated_grid(6, "DiffCloth")
+    patch.vertex_groups.clear()
+    patch.scale = (0.1, 0.1, 1.0)
+    patch.rotation_euler = (math.radians(30), 0, 0)
+    patch.location = np.array(slope.matrix_world.to_3x3().col[2]) * 0.0055
+    cloth_object(patch).diffcloth.damping = 0.0
+    _, motion, _ = ours()
+    downhill = np.array([0, -math.cos(math.radians(30)), -math.sin(math.radians(30))])
+    t = np.arange(61) / FPS
+
+    def figures(x):
+        centre = x.mean(axis=1) @ downhill
+        accel = np.polyfit(t[12:], np.gradient(centre, t)[12:], 1)[0]
+        return float(centre[-1] - centre[12]), float(accel)
+
+    drift, accel = figures(motion)
+    _, theirs = blenders(patch, frames=60)
+    b_drift, b_accel = figures(theirs)
+    mu = friction / 100
+    coulomb = 9.81 * (math.sin(math.radians(30)) - mu * math.cos(math.radians(30)))
+    out = dict(
+        case=f"slope 30 deg, Friction {friction:g} (mu {mu:g})",
+        drift_over_2s_mm=round(drift * 1e3, 1),
+        acceleration=round(accel, 3),
+        coulomb=round(max(coulomb, 0.0), 3),
+        blender_drift_over_2s_mm=round(b_drift * 1e3, 1),
+        blender_acceleration=round(b_accel, 3),
+    )
+    out["meets"] = abs(drift) <= 0.01 if coulomb <= 0 else abs(accel - coulomb) <= 0.05 * coulomb
+    return out
+
+
+def tunnel_case(target):
+    reset(frames=24)
+    if target == "quad":
+        bpy.ops.mesh.primitive_plane_add(size=0.6)
+        obstacle = collision(bpy.context.active_object, thickness=0.0, single_sided=False)
+    elif target == "board":
+        bpy.ops.mesh.primitive_cube_add(size=1.0, location=(0.0, 0.0, -0.005))
+        obstacle = collision(bpy.context.active_object, thickness=0.0)
+        obstacle.scale = (0.6, 0.6, 0.01)
+    else:
+        bpy.ops.mesh.primitive_uv_sphere_add(radius=0.2, location=(0.0, 0.0, -0.2), segments=32, ring_count=16)
+        obstacle = collision(bpy.context.active_object, thickness=0.0)
+    cloth = triangulated_grid(12, "DiffCloth")
+    cloth.vertex_groups.clear()
+    cloth.scale = (0.4, 0.4, 1.0)
+    cloth.location = (0.05, 0.0, 0.4)
+    cloth_object(cloth)
+    _, motion, scene = ours()
+    mesh = scene.colliders[0]
+    if target == "closed":
+        worst = min(float(mesh.signed(x, 0.0).min()) for x in motion)
+    else:
+        over = (np.abs(motion[:, :, 0]) < 0.3) & (np.abs(motion[:, :, 1]) < 0.3)
+        worst = float(motion[:, :, 2][over].min())
+    return dict(
+        case=f"drop onto a {dict(quad='zero-thickness quad', board='1 cm board', closed='closed sphere mesh')[target]}",
+        closest_to_the_surface_mm=round(worst * 1e3, 2),
+        meets=worst > (0.0 if target == "quad" else -0.003),
+    )
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--cases", nargs="+", default=["sphere", "character", "slope", "tunnel"])
+    args = ap.parse_args()
+    ext.register()
+    try:
+        if "sphere" in args.cases:
+            print(json.dumps(sphere_case(args.repeats)), flush=True)
+        if "character" in args.cases:
+            print(json.dumps(character_case(args.repeats)), flush=True)
+        if "slope" in args.cases:
+            for friction in (70.0, 30.0):
+                print(json.dumps(slope_case(friction)), flush=True)
+        if "tunnel" in args.cases:
+            for target in ("quad", "board", "closed"):
+                print(json.dumps(tunnel_case(target)), flush=True)
+    finally:
+        ext.unregister()
+
+
+if __name__ == "__main__":
+    main()
