@@ -141,12 +141,12 @@ def optimize(args):
         bpy.ops.wm.save_as_mainfile(filepath=tmp, copy=True)
         pending.append((tmp, output))
         if args.preview:
-            traj = result.trajectory
+            shown = convert.render_positions(setup, result.trajectory.x)  # the cloth, not its proxy
             frames = sorted(setup.loss.targets)
             preview.write(
                 args.preview + ".tmp",
-                [(f + setup.start, f, setup.loss.targets[f], traj.x[f]) for f in frames],
-                setup.scene.cloth.tris,
+                [(f + setup.start, f, setup.loss.targets[f], shown[f]) for f in frames],
+                setup.render_tris,
                 setup.scene.colliders,
                 [result.initial_loss] + [h["loss"] for h in result.history],
             )

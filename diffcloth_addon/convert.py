@@ -6,6 +6,8 @@ import numpy as np
 from bpy_extras import anim_utils
 
 from .. import core as dc
+from ..core.embedding import EmbeddedLoss
+from . import proxy
 from .colliders import FRICTION_SCALE, MeshReader, collision_objects
 
 BAKE_PREFIX = "DiffCloth_f"
@@ -545,6 +547,22 @@ def gather(context, cloth_name=None, need_targets=True, use_active=True):
                 if target_frames[t.name] and not evaluated(t, depsgraph):
                     raise InputError(not_evaluated_message("target", t))
             verts, tris, faces, local_co, pins = _read_cloth(cloth_obj, cs, depsgraph, start)
+            n_render, render_tris, embedding = len(verts), tris, None
+            if proxy.wanted(cs):  # simulate a proxy; the cloth follows it (core.embedding)
+                start_mw = np.array(cloth_obj.evaluated_get(depsgraph).matrix_world)
+                local_co, tris, pins, embedding = proxy.read(
+                    cloth_obj,
+                    cs,
+                    depsgraph,
+                    local_co,
+                    verts,
+                    pins,
+                    start_mw,
+                    InputError,
+                    evaluated_coords,
+                    mesh_topology,
+                )
+                verts, faces = to_world(local_co, start_mw), np.arange(len(tris))
             try:
                 cloth = build_cloth(cs, verts, tris, pins)
             except ValueError as err:  # core's triangle k as the artist's face (Blender's face index)
@@ -567,8 +585,15 @@ def gather(context, cloth_name=None, need_targets=True, use_active=True):
                     if f not in target_frames[t.name]:
                         continue
                     tv = to_world(*evaluated_coords(t, depsgraph))
-                    if len(tv) != cloth.n:
-                        raise InputError(f"target '{t.name}' has {len(tv)} vertices, cloth '{name}' has {cloth.n}")
+                    if len(tv) != n_render:
+                        what = (
+                            " (its simulation mesh's count: pose a copy of the cloth itself)"
+                            if (embedding is not None and len(tv) == cloth.n)
+                            else ""
+                        )
+                        raise InputError(
+                            f"target '{t.name}' has {len(tv)} vertices, cloth '{name}' has {n_render}{what}"
+                        )
                     if not np.isfinite(tv).all():
                         raise InputError(f"target '{t.name}' has a NaN or infinite vertex at frame {f}")
                     if f in target_pos:
@@ -610,8 +635,10 @@ def gather(context, cloth_name=None, need_targets=True, use_active=True):
     _check_start(core_scene, name, colliders + meshes, start)
     loss = None
     if target_pos:
-        loss, zero = _loss(targets, target_pos, start, context.evaluated_depsgraph_get, cloth.n)
+        loss, zero = _loss(targets, target_pos, start, context.evaluated_depsgraph_get, n_render)
         warnings += zero
+        if embedding is not None:  # the targets pose the cloth; the loss measures it on the proxy's motion
+            loss = EmbeddedLoss(loss, embedding)
     names = {f - start: t for f, (t, _) in target_pos.items()}
     return Setup(
         cloth_obj=cloth_obj,
@@ -620,10 +647,19 @@ def gather(context, cloth_name=None, need_targets=True, use_active=True):
         start=start,
         end=end,
         matrices=np.array(matrices),
-        warnings=warnings + pin_warnings(settings, core_scene, loss, name, names, start),
-        posed_pins=dc.posed_pins(core_scene, loss, PIN_SLACK) if loss else np.zeros(0, np.int64),
+        # pins posed by a target are the proxy's own only without a proxy (Move Pins needs no proxy)
+        warnings=warnings + (pin_warnings(settings, core_scene, loss, name, names, start) if embedding is None else []),
+        posed_pins=dc.posed_pins(core_scene, loss, PIN_SLACK) if loss and embedding is None else np.zeros(0, np.int64),
         target_frames=target_frames,
+        embedding=embedding,
+        render_tris=render_tris,
+        n_render=n_render,
     )
+
+
+def render_positions(setup, x):
+    """The cloth's (render mesh's) positions of a motion x (frames, n, 3) of the simulated mesh."""
+    return x if setup.embedding is None else setup.embedding.apply(x)
 
 
 def params_from_settings(settings, setup):

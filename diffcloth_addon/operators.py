@@ -44,14 +44,14 @@ def finish(context, setup, run):
     if run.error is not None:
         raise convert.InputError(f"{setup.kind} of '{name}' failed: {run.error}")
     cloth = context.scene.objects.get(name)
-    if cloth is None or cloth.type != "MESH" or len(cloth.data.vertices) != setup.scene.cloth.n:
+    if cloth is None or cloth.type != "MESH" or len(cloth.data.vertices) != setup.n_render:
         raise convert.InputError(f"cloth '{name}' was deleted or changed during the run; nothing was written")
     if cloth.mode == "EDIT":  # leaving Edit Mode would overwrite the bake with the edit mesh
         raise convert.InputError(f"cloth '{name}' was put in Edit Mode during the run; nothing was written")
     setup.cloth_obj = cloth  # an undo during the run reloads the data: look it up again
     motion = run.result if setup.kind == "simulate" else run.result.trajectory
     try:
-        bake.bake(cloth, motion.x, setup.start, setup.matrices)
+        bake.bake(cloth, convert.render_positions(setup, motion.x), setup.start, setup.matrices)
     except np.linalg.LinAlgError as err:
         raise convert.InputError(f"cloth '{name}': {err}; nothing was written") from None
     convert.store_motion(setup, motion.step_x)

@@ -104,6 +104,21 @@ class DiffClothObjectSettings(bpy.types.PropertyGroup):
         ],
         default="LINEARIZED",
     )
+    sim_mesh: PointerProperty(
+        name="Simulation Mesh",
+        type=bpy.types.Object,
+        description="A low-resolution mesh covering the cloth that is simulated in its place; the "
+        "cloth follows it (as with Surface Deform), and targets, loss and bake stay on the cloth",
+    )
+    proxy_vertices: IntProperty(
+        name="Proxy Vertices",
+        description="Simulate a proxy of about this many vertices made "
+        "from the cloth (Decimate) instead of the cloth itself; 0: the cloth itself. A Simulation "
+        "Mesh takes precedence",
+        default=0,
+        min=0,
+        soft_max=5000,
+    )
     settings_version: IntProperty(default=0, options={"HIDDEN"})
     pin_group: StringProperty(
         name="Pin Group",

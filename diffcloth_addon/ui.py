@@ -121,6 +121,11 @@ class DIFFCLOTH_PT_cloth_shape(_RolePanel):
         layout.prop_search(context.object.diffcloth, "pin_group", context.object, "vertex_groups")
 
 
+class DIFFCLOTH_PT_cloth_proxy(_RolePanel):
+    bl_label = "Simulation Mesh"
+    role, props = "CLOTH", ("sim_mesh", "proxy_vertices")
+
+
 class DIFFCLOTH_PT_cloth_collisions(_RolePanel):
     bl_label = "Collisions"
     role, props = "CLOTH", ("contact_stiffness", "thickness")
@@ -272,6 +277,7 @@ CLASSES = (
     DIFFCLOTH_PT_cloth_physical,
     DIFFCLOTH_PT_cloth_stiffness,
     DIFFCLOTH_PT_cloth_shape,
+    DIFFCLOTH_PT_cloth_proxy,
     DIFFCLOTH_PT_cloth_collisions,
     DIFFCLOTH_PT_target,
     DIFFCLOTH_PT_main,

@@ -1,0 +1,99 @@
+"""A simulation mesh (proxy) for a cloth (main thread only): picked by the artist (Simulation Mesh)
+or made from the cloth (Proxy Vertices, a vertex budget: Blender's Decimate, collapse, on a
+temporary copy, so the same cloth gives the same proxy every time). The proxy is simulated; the
+cloth, the render mesh, follows it through a core.embedding.Embedding, as Surface Deform would
+carry it, and is what targets pose, the loss measures and the bake shows.
+"""
+
+import bpy
+import numpy as np
+from scipy.spatial import cKDTree
+
+from .. import core as dc
+from ..core.embedding import Embedding
+
+# a render vertex farther than this fraction of the cloth's size from its proxy is not covered
+COVER = 0.02
+# mass-spring cloth on fewer proxy vertices than this is no cloth
+MIN_PROXY = 16
+
+
+def wanted(cs):
+    return cs.sim_mesh is not None or cs.proxy_vertices > 0
+
+
+def decimated(cloth_obj, depsgraph, budget):
+    """Local vertices and polygons of the cloth's evaluated mesh decimated to about `budget`
+    vertices, through a temporary object that is removed again."""
+    mesh = bpy.data.meshes.new_from_object(cloth_obj.evaluated_get(depsgraph))
+    temp = bpy.data.objects.new("DiffCloth proxy (temporary)", mesh)
+    bpy.context.scene.collection.objects.link(temp)
+    try:
+        mod = temp.modifiers.new("Decimate", "DECIMATE")
+        mod.decimate_type, mod.ratio, mod.use_collapse_triangulate = "COLLAPSE", budget / len(mesh.vertices), True
+        bpy.context.view_layer.update()
+        ev = temp.evaluated_get(bpy.context.evaluated_depsgraph_get())
+        out = ev.to_mesh()
+        co = np.empty(len(out.vertices) * 3)
+        out.vertices.foreach_get("co", co)
+        faces = [tuple(p.vertices) for p in out.polygons]
+        ev.to_mesh_clear()
+        return co.reshape(-1, 3), faces
+    finally:
+        bpy.data.objects.remove(temp)
+        bpy.data.meshes.remove(mesh)
+
+
+def read(cloth_obj, cs, depsgraph, render_local, render_world, pins, mw, input_error, evaluated_coords, topology):
+    """The proxy at the start frame: local vertices (in the cloth's space, so it follows the cloth
+    object), triangles, pinned vertices and the Embedding of the cloth's world rest positions in
+    it; bad input refused by name."""
+    name = cloth_obj.name
+    if cs.sim_mesh is not None:
+        sim = cs.sim_mesh
+        if sim.type != "MESH":
+            raise input_error(f"cloth '{name}': its Simulation Mesh '{sim.name}' is not a mesh")
+        if sim == cloth_obj:
+            raise input_error(f"cloth '{name}': its Simulation Mesh is the cloth itself; clear it instead")
+        co, sim_mw = evaluated_coords(sim, depsgraph)
+        world = co @ sim_mw[:3, :3].T + sim_mw[:3, 3]
+        inv = np.linalg.inv(mw)
+        local = world @ inv[:3, :3].T + inv[:3, 3]
+        tris = topology(sim, depsgraph)[0]
+        source = f"Simulation Mesh '{sim.name}'"
+    else:
+        if cs.proxy_vertices >= len(render_local):
+            raise input_error(
+                f"cloth '{name}': Proxy Vertices ({cs.proxy_vertices}) is not fewer than the cloth's own "
+                f"{len(render_local)}: lower it, or set it to 0 to simulate the cloth itself"
+            )
+        local, faces = decimated(cloth_obj, depsgraph, cs.proxy_vertices)
+        tris = dc.triangulate(faces)
+        source = f"its {len(local)}-vertex proxy"
+    if len(local) < MIN_PROXY or len(tris) == 0:
+        raise input_error(
+            f"cloth '{name}': {source} has {len(local)} vertices; a simulation mesh needs at least "
+            f"{MIN_PROXY} and faces"
+        )
+    if len(local) == len(render_local) and np.allclose(local, render_local):
+        raise input_error(f"cloth '{name}': {source} is the cloth itself; clear it to simulate the cloth directly")
+    world = local @ mw[:3, :3].T + mw[:3, 3]
+    embedding = Embedding(render_world, world, tris)
+    size = float(np.ptp(render_world, axis=0).max())
+    far = embedding.distance > COVER * size
+    if far.any():
+        raise input_error(
+            f"cloth '{name}': {source} does not cover it: {int(far.sum())} of its {len(far)} vertices lie "
+            f"farther than {COVER * size * 100:.1f} cm from it"
+        )
+    proxy_pins = np.zeros(0, np.int64)
+    if len(pins):  # the proxy vertex nearest each pinned cloth vertex, within one proxy edge of it
+        edges = np.linalg.norm(world[tris] - world[np.roll(tris, 1, axis=1)], axis=2)
+        dist, nearest = cKDTree(world).query(render_world[pins])
+        proxy_pins = np.unique(nearest[dist <= edges.max()])
+        if not len(proxy_pins):
+            raise input_error(
+                f"cloth '{name}': no vertex of {source} lies near its pinned vertices, so the proxy "
+                "would hang from nothing: give the proxy vertices there"
+            )
+    return local, tris, proxy_pins, embedding

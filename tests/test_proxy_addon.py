@@ -1,0 +1,111 @@
+"""A cloth simulated through a proxy in the real Blender: picked (Simulation Mesh) or made from the
+cloth (Proxy Vertices); the bake is the embedded proxy motion; targets and loss stay on the cloth."""
+
+import numpy as np
+import pytest
+
+bpy = pytest.importorskip("bpy")
+
+from test_addon import evaluated, grid_cloth  # noqa: E402
+from test_careless_input import refused  # noqa: E402
+
+
+def convert():
+    from diffcloth.diffcloth_addon import convert as c
+
+    return c
+
+
+def render_cloth(n=16, size=0.4):
+    """A fine Cotton cloth pinned at its +Y corners (converged steps: Optimize's)."""
+    cloth = grid_cloth(n=n, size=size, fabric=True)
+    cloth.diffcloth.solver = "NEWTON"
+    return cloth
+
+
+def coarse(name="Proxy", n=6, size=0.42):
+    bpy.ops.mesh.primitive_grid_add(x_subdivisions=n - 1, y_subdivisions=n - 1, size=size)
+    obj = bpy.context.active_object
+    obj.name = name
+    return obj
+
+
+@pytest.mark.parametrize("how", ["picked", "automatic"])
+def test_the_bake_is_the_embedded_proxy_motion(blank, how):
+    scene = blank.scene
+    scene.frame_start, scene.frame_end = 1, 8
+    cloth = render_cloth()
+    if how == "picked":
+        cloth.diffcloth.sim_mesh = coarse()
+    else:
+        cloth.diffcloth.proxy_vertices = 60
+    bpy.context.view_layer.objects.active = cloth
+    setup = convert().gather(blank, need_targets=False)
+    assert setup.embedding is not None and setup.scene.cloth.n < len(cloth.data.vertices)
+    assert len(setup.scene.cloth.pinned) >= 2  # the pins carried over to the proxy
+    from diffcloth import core
+
+    expected = setup.embedding.apply(core.simulate(setup.scene).x)
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    for f in (1, 4, 8):
+        scene.frame_set(f)
+        assert np.abs(evaluated(cloth) - expected[f - 1]).max() <= 1e-6
+    assert expected[-1][:, 2].min() < -0.05  # it hangs
+    assert len(bpy.data.objects) == (2 if how == "picked" else 1)  # no helper object left behind
+
+
+def test_optimizing_through_a_proxy_reaches_keys_posed_on_the_cloth(blank):
+    scene = blank.scene
+    scene.frame_start, scene.frame_end = 1, 8
+    cloth = render_cloth()
+    cloth.diffcloth.sim_mesh = coarse()
+    cloth.diffcloth.stretch = 30.0
+    bpy.context.view_layer.objects.active = cloth
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    scene.frame_set(8)
+    assert bpy.ops.diffcloth.new_target() == {"FINISHED"}  # a copy of the cloth, not of its proxy
+    bpy.ops.diffcloth.clear_bake()
+    scene.frame_set(1)
+    cloth.diffcloth.stretch = 12.0
+    scene.diffcloth.max_iterations = 20
+    bpy.context.view_layer.objects.active = cloth
+    assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
+    mean_before, _, mean_after, _ = cloth["diffcloth_result"]["keyframes"]["8"]
+    assert mean_before > 1e-3 and mean_after < 0.02 * mean_before
+    assert bpy.ops.diffcloth.apply_result() == {"FINISHED"}
+    assert cloth.diffcloth.stretch == pytest.approx(30.0, rel=1e-2)
+
+
+def test_bad_proxies_are_named(blank):
+    cloth = render_cloth()
+    small = coarse("Small", size=0.2)
+    cloth.diffcloth.sim_mesh = small
+    refused(blank, bpy.ops.diffcloth.simulate, "cloth 'Cloth': Simulation Mesh 'Small' does not cover it")
+    cloth.diffcloth.sim_mesh = None
+    cloth.diffcloth.proxy_vertices = 1000
+    refused(blank, bpy.ops.diffcloth.simulate, "Proxy Vertices (1000) is not fewer than the cloth's own 256")
+    cloth.diffcloth.proxy_vertices = 0
+    far = coarse("Far", size=0.42)
+    far.scale = (1.0, 0.5, 1.0)  # covers the middle only: the pinned corners lie off it
+    far.location.y = -0.1
+    cloth.diffcloth.sim_mesh = far
+    refused(blank, bpy.ops.diffcloth.simulate, "does not cover it")
+
+
+def test_a_target_with_the_proxys_topology_is_named(blank):
+    scene = blank.scene
+    scene.frame_start, scene.frame_end = 1, 6
+    cloth = render_cloth()
+    proxy = coarse()
+    cloth.diffcloth.sim_mesh = proxy
+    target = bpy.data.objects.new("Target", proxy.data.copy())
+    blank.collection.objects.link(target)
+    target.diffcloth.role = "TARGET"
+    target.keyframe_insert("location", frame=6)
+    bpy.context.view_layer.objects.active = cloth
+    refused(
+        blank,
+        bpy.ops.diffcloth.optimize,
+        "target 'Target' has 36 vertices, cloth 'Cloth' has 256 (its simulation "
+        "mesh's count: pose a copy of the cloth itself)",
+    )
