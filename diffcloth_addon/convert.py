@@ -136,6 +136,18 @@ class _OwnKeysMuted:
             b.mute = mute
 
 
+def rest_proxy(context, cloth_obj, budget):
+    """proxy.decimated of the cloth as a run reads it: at the start frame, without DiffCloth's bake."""
+    scene, original_frame = context.scene, context.scene.frame_current
+    try:
+        with _OwnKeysMuted(cloth_obj):
+            scene.frame_set(frame_range(scene)[0])
+            context.view_layer.update()
+            return proxy.decimated(cloth_obj, context.evaluated_depsgraph_get(), budget)
+    finally:
+        scene.frame_set(original_frame)
+
+
 def evaluated_coords(obj, depsgraph):
     """Local vertex coordinates (n,3) of the evaluated object, and its world matrix."""
     ev = obj.evaluated_get(depsgraph)

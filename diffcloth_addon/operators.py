@@ -7,7 +7,7 @@ import numpy as np
 from bpy.props import StringProperty
 
 from .. import core as dc
-from . import bake, convert, runner
+from . import bake, convert, proxy, runner
 
 G = 9.81  # control accelerations are reported in g: an artist tells physics from puppetry by it
 
@@ -380,6 +380,28 @@ class DIFFCLOTH_OT_new_target(_OnCloth):
         return {"FINISHED"}
 
 
+class DIFFCLOTH_OT_make_proxy(_OnCloth):
+    """Make the cloth's proxy (Proxy Vertices, or 1000 if unset) as an object you can see and edit, and simulate that as its Simulation Mesh"""
+
+    bl_idname = "diffcloth.make_proxy"
+    bl_label = "Make Simulation Mesh"
+
+    def run(self, context, cloth):
+        budget = cloth.diffcloth.proxy_vertices or proxy.DEFAULT_BUDGET
+        if budget >= len(cloth.data.vertices):
+            return _fail(
+                self,
+                f"cloth '{cloth.name}' has {len(cloth.data.vertices)} vertices, not more than a "
+                f"{budget}-vertex proxy: simulate it directly",
+            )
+        sim = proxy.new_object(cloth, *convert.rest_proxy(context, cloth, budget))
+        cloth.diffcloth.sim_mesh = sim
+        self.report(
+            {"INFO"}, f"'{sim.name}' ({len(sim.data.vertices)} vertices) is now the Simulation Mesh of '{cloth.name}'"
+        )
+        return {"FINISHED"}
+
+
 CLASSES = (
     DIFFCLOTH_OT_simulate,
     DIFFCLOTH_OT_optimize,
@@ -389,4 +411,5 @@ CLASSES = (
     DIFFCLOTH_OT_discard_result,
     DIFFCLOTH_OT_fabric_preset,
     DIFFCLOTH_OT_new_target,
+    DIFFCLOTH_OT_make_proxy,
 )

@@ -14,6 +14,8 @@ from ..core.embedding import Embedding
 
 # a render vertex farther than this fraction of the cloth's size from its proxy is not covered
 COVER = 0.02
+# the budget Make Simulation Mesh uses when Proxy Vertices is unset
+DEFAULT_BUDGET = 1000
 # mass-spring cloth on fewer proxy vertices than this is no cloth
 MIN_PROXY = 16
 
@@ -42,6 +44,20 @@ def decimated(cloth_obj, depsgraph, budget):
     finally:
         bpy.data.objects.remove(temp)
         bpy.data.meshes.remove(mesh)
+
+
+def new_object(cloth_obj, local, faces):
+    """The proxy as an object the artist sees and may edit: a wireframe child of the cloth (so it
+    moves with it), not rendered, in the cloth's collections."""
+    mesh = bpy.data.meshes.new(f"{cloth_obj.name} Simulation Mesh")
+    mesh.from_pydata(local.tolist(), [], faces)
+    mesh.update()
+    obj = bpy.data.objects.new(mesh.name, mesh)
+    obj.parent = cloth_obj  # identity parent inverse: local coordinates are the cloth's
+    obj.display_type, obj.hide_render = "WIRE", True
+    for collection in cloth_obj.users_collection:
+        collection.objects.link(obj)
+    return obj
 
 
 def read(cloth_obj, cs, depsgraph, render_local, render_world, pins, mw, input_error, evaluated_coords, topology):

@@ -125,6 +125,10 @@ class DIFFCLOTH_PT_cloth_proxy(_RolePanel):
     bl_label = "Simulation Mesh"
     role, props = "CLOTH", ("sim_mesh", "proxy_vertices")
 
+    def draw(self, context):
+        super().draw(context)
+        self.layout.operator("diffcloth.make_proxy", icon="MOD_DECIM").cloth = context.object.name
+
 
 class DIFFCLOTH_PT_cloth_collisions(_RolePanel):
     bl_label = "Collisions"

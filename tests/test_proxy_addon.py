@@ -109,3 +109,26 @@ def test_a_target_with_the_proxys_topology_is_named(blank):
         "target 'Target' has 36 vertices, cloth 'Cloth' has 256 (its simulation "
         "mesh's count: pose a copy of the cloth itself)",
     )
+
+
+def test_make_simulation_mesh_shows_the_automatic_proxy(blank):
+    """The operator makes the automatic proxy an object (wireframe, not rendered, a child of the
+    cloth) and picks it: the run simulates exactly what Proxy Vertices would have."""
+    scene = blank.scene
+    scene.frame_start, scene.frame_end = 1, 6
+    cloth = render_cloth()
+    cloth.location.z = 0.3
+    cloth.diffcloth.proxy_vertices = 60
+    bpy.context.view_layer.objects.active = cloth
+    automatic = convert().gather(blank, need_targets=False)
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    scene.frame_set(5)  # made from the rest shape, whatever frame the artist is on
+    assert bpy.ops.diffcloth.make_proxy() == {"FINISHED"}
+    sim = cloth.diffcloth.sim_mesh
+    assert sim is not None and sim.parent == cloth and sim.display_type == "WIRE" and sim.hide_render
+    assert len(sim.data.vertices) == automatic.scene.cloth.n
+    scene.frame_set(1)
+    picked = convert().gather(blank, need_targets=False)
+    assert np.abs(picked.scene.x0 - automatic.scene.x0).max() <= 1e-6
+    cloth.diffcloth.proxy_vertices = 300
+    refused(blank, bpy.ops.diffcloth.make_proxy, "cloth 'Cloth' has 256 vertices, not more than a 300-vertex proxy")
