@@ -376,14 +376,15 @@ def _constant(poses):
     return poses[0] if np.allclose(poses, poses[0]) else poses
 
 
-def pin_warnings(settings, scene, loss, cloth, target_names, start):
+def pin_warnings(settings, pins_off, cloth, target_names, start):
     """A warning per target that poses pinned vertices away from where the pin group holds them
     at its frame (a copy moved or turned as a whole), unless the control forces move those pins
-    (Move Pins): else they stay pinned, and the cloth near them can only stretch toward the pose."""
-    if loss is None or (settings.opt_forces and settings.force_basis == "KEYS" and settings.force_move_pins):
+    (Move Pins): else they stay pinned, and the cloth near them can only stretch toward the pose.
+    pins_off: {frame: distances} (core.pins_off_targets), None without targets."""
+    if pins_off is None or (settings.opt_forces and settings.force_basis == "KEYS" and settings.force_move_pins):
         return []
     out = []
-    for f, off in dc.pins_off_targets(scene, loss).items():
+    for f, off in pins_off.items():
         worst = float(off.max()) if len(off) else 0.0
         if worst > PIN_SLACK:
             out.append(
@@ -560,6 +561,7 @@ def gather(context, cloth_name=None, need_targets=True, use_active=True):
                     raise InputError(not_evaluated_message("target", t))
             verts, tris, faces, local_co, pins = _read_cloth(cloth_obj, cs, depsgraph, start)
             n_render, render_tris, embedding = len(verts), tris, None
+            render_verts, render_pins, render_pins_local, render_pin_path = verts, pins, local_co[pins], []
             if proxy.wanted(cs):  # simulate a proxy; the cloth follows it (core.embedding)
                 start_mw = np.array(cloth_obj.evaluated_get(depsgraph).matrix_world)
                 local_co, tris, pins, embedding = proxy.read(
@@ -589,6 +591,8 @@ def gather(context, cloth_name=None, need_targets=True, use_active=True):
                 matrices.append(mw)
                 if len(pins):
                     pin_path.append(to_world(local_co[pins], mw))
+                if embedding is not None:
+                    render_pin_path.append(to_world(render_pins_local, mw))
                 for o in colliders:
                     poses[o.name].append(collider_pose(o.evaluated_get(depsgraph), o.diffcloth.role, f))
                 for reader in readers:
@@ -652,6 +656,12 @@ def gather(context, cloth_name=None, need_targets=True, use_active=True):
         if embedding is not None:  # the targets pose the cloth; the loss measures it on the proxy's motion
             loss = EmbeddedLoss(loss, embedding)
     names = {f - start: t for f, (t, _) in target_pos.items()}
+    pins_off, posed = None, np.zeros(0, np.int64)
+    if loss is not None and embedding is None:
+        pins_off, posed = dc.pins_off_targets(core_scene, loss), dc.posed_pins(core_scene, loss, PIN_SLACK)
+    elif loss is not None:  # the targets pose the cloth's pins; Move Pins moves the proxy's pins that hold them
+        pins_off = {f: np.linalg.norm(t[render_pins] - render_pin_path[f], axis=1) for f, t in loss.targets.items()}
+        posed = proxy.posed_pins(render_verts, render_pins, pins_off, verts, cloth.pinned, PIN_SLACK)
     return Setup(
         cloth_obj=cloth_obj,
         scene=core_scene,
@@ -659,9 +669,8 @@ def gather(context, cloth_name=None, need_targets=True, use_active=True):
         start=start,
         end=end,
         matrices=np.array(matrices),
-        # pins posed by a target are the proxy's own only without a proxy (Move Pins needs no proxy)
-        warnings=warnings + (pin_warnings(settings, core_scene, loss, name, names, start) if embedding is None else []),
-        posed_pins=dc.posed_pins(core_scene, loss, PIN_SLACK) if loss and embedding is None else np.zeros(0, np.int64),
+        warnings=warnings + pin_warnings(settings, pins_off, name, names, start),
+        posed_pins=posed,
         target_frames=target_frames,
         embedding=embedding,
         render_tris=render_tris,

@@ -113,3 +113,15 @@ def read(cloth_obj, cs, depsgraph, render_local, render_world, pins, mw, input_e
                 "would hang from nothing: give the proxy vertices there"
             )
     return local, tris, proxy_pins, embedding
+
+
+def posed_pins(render_world, render_pins, pins_off, proxy_world, proxy_pins, slack):
+    """What Move Pins moves through a proxy: the proxy's pins nearest the cloth's pinned vertices
+    that some target poses more than `slack` (m) from where they are held (pins_off: {frame:
+    distances of the cloth's pinned vertices}, as core.pins_off_targets)."""
+    if not pins_off or not len(render_pins) or not len(proxy_pins):
+        return np.zeros(0, np.int64)
+    posed = render_pins[np.max(list(pins_off.values()), axis=0) > slack]
+    if not len(posed):
+        return np.zeros(0, np.int64)
+    return np.unique(proxy_pins[cKDTree(proxy_world[proxy_pins]).query(render_world[posed])[1]])

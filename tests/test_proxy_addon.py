@@ -132,3 +132,40 @@ def test_make_simulation_mesh_shows_the_automatic_proxy(blank):
     assert np.abs(picked.scene.x0 - automatic.scene.x0).max() <= 1e-6
     cloth.diffcloth.proxy_vertices = 300
     refused(blank, bpy.ops.diffcloth.make_proxy, "cloth 'Cloth' has 256 vertices, not more than a 300-vertex proxy")
+
+
+def test_move_pins_moves_the_proxys_pins_for_a_copy_moved_as_a_whole(blank):
+    """A target moved as a whole, pinned corners included: Move Pins (the default) moves the
+    proxy's pins that hold the cloth's pinned vertices, so the cloth reaches the pose; without
+    Move Pins the warning names the pins, as without a proxy."""
+    scene = blank.scene
+    scene.frame_start, scene.frame_end = 1, 8
+    cloth = render_cloth()
+    cloth.diffcloth.sim_mesh = coarse()
+    bpy.context.view_layer.objects.active = cloth
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    scene.frame_set(8)
+    assert bpy.ops.diffcloth.new_target() == {"FINISHED"}
+    target = bpy.data.objects["Cloth_target_f0008"]
+    co = np.array([v.co for v in target.data.vertices])
+    target.data.vertices.foreach_set("co", (co + [0.04, 0.0, 0.03]).ravel())
+    target.data.update()
+    scene.frame_set(1)
+    settings = scene.diffcloth
+    settings.opt_tension, settings.opt_forces, settings.max_iterations = False, True, 15
+    assert settings.force_move_pins
+    bpy.context.view_layer.objects.active = cloth
+    from diffcloth.diffcloth_addon import operators
+
+    setup, _ = operators.prepare(blank, "optimize")
+    assert setup.warnings == []
+    assert len(setup.scene.cloth.pinned) == 2 and sorted(setup.posed_pins) == sorted(setup.scene.cloth.pinned)
+    assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
+    stored = cloth["diffcloth_result"]
+    mean_before, _, mean_after, _ = stored["keyframes"]["8"]
+    assert mean_before > 0.045 and mean_after < 0.005, (mean_before, mean_after)
+    assert len(stored["pin_offset"]) == 8 * 2 * 3
+    settings.force_move_pins = False
+    warnings = operators.prepare(blank, "optimize")[0].warnings
+    # 4.6 cm, not the 5 cm move: the cloth's pinned corners lie 1 cm inside the proxy's, and sag with it
+    assert len(warnings) == 1 and "at frame 8 moves pinned vertices of 'Cloth' by up to 4.6 cm" in warnings[0]
