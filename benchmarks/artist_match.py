@@ -178,40 +178,58 @@ def report(name, side, distances, iterations, reason, max_accel, wall):
     return out
 
 
-def addon_case(side, max_iter, pose, move_pins, within, table=False):
-    """The add-on's Optimize on targets made with New Target from Cloth, then edited by hand.
-    table: instead of the sphere and the floor, a table with Collision physics (Friction 30) whose
-    edge the cloth hangs over."""
+def addon_scene(side, table=False):
+    """The add-on case's scene, in a new file: a side×side 1 m grid 'Cloth' (Role Cloth, the add-on's
+    default fabric, its two +Y corners in the Pin Group 'pins'), the sphere (Role Sphere) and the
+    floor (Role Plane), or the table; 24 fps, frames 1 to 49. Returns the cloth and its pinned
+    vertices. table: instead of the sphere and the floor, a table with Collision physics (Friction
+    30) whose edge the cloth hangs over."""
+    import bpy
+
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    s = bpy.context.scene
+    s.render.fps, s.frame_start, s.frame_end = FPS, 1, FRAMES + 1
+    bpy.ops.mesh.primitive_grid_add(x_subdivisions=side - 1, y_subdivisions=side - 1, size=1.0)
+    cloth = bpy.context.active_object
+    cloth.name, cloth.diffcloth.role = "Cloth", "CLOTH"
+    if SPRINGS:
+        cloth.diffcloth.model, cloth.diffcloth.solver, cloth.diffcloth.damping = "SPRINGS", "NEWTON", 0.5
+    co = np.array([v.co for v in cloth.data.vertices])
+    top = np.flatnonzero(np.isclose(co[:, 1], co[:, 1].max()))
+    cloth.vertex_groups.new(name="pins").add([int(top[0]), int(top[-1])], 1.0, "REPLACE")
+    cloth.diffcloth.pin_group = "pins"
+    if table:  # a 1.2 m table whose top is 30 cm under the cloth, its +y edge under the pins' side
+        bpy.ops.mesh.primitive_cube_add(size=1.0, location=(0.0, -0.35, -0.8))
+        desk = bpy.context.active_object
+        desk.scale = (1.2, 1.0, 1.0)
+        desk.modifiers.new("Collision", "COLLISION")
+        desk.collision.cloth_friction, desk.collision.thickness_outer = 30.0, 0.01
+    else:
+        bpy.ops.mesh.primitive_uv_sphere_add(radius=0.25, location=(0, -0.35, -0.55))
+        bpy.context.active_object.diffcloth.role = "SPHERE"
+        bpy.ops.mesh.primitive_plane_add(size=4, location=(0, 0, -1))
+        bpy.context.active_object.diffcloth.role = "PLANE"
+    bpy.context.view_layer.objects.active = cloth
+    return cloth, top[[0, -1]]
+
+
+def addon_case(side, max_iter, pose, move_pins, within, table=False, proxy=None):
+    """The add-on's Optimize on targets made with New Target from Cloth, then edited by hand
+    (scene: addon_scene). proxy: Proxy Vertices (the cloth simulated through a proxy of about
+    that many vertices, set before Simulate & Bake); the row then also names the proxy's vertex
+    count and Simulate & Bake's seconds."""
     import bpy
 
     ext.register()
     try:
-        bpy.ops.wm.read_factory_settings(use_empty=True)
+        cloth, pins = addon_scene(side, table)
         s = bpy.context.scene
-        s.render.fps, s.frame_start, s.frame_end = FPS, 1, FRAMES + 1
-        bpy.ops.mesh.primitive_grid_add(x_subdivisions=side - 1, y_subdivisions=side - 1, size=1.0)
-        cloth = bpy.context.active_object
-        cloth.name, cloth.diffcloth.role = "Cloth", "CLOTH"
-        if SPRINGS:
-            cloth.diffcloth.model, cloth.diffcloth.solver, cloth.diffcloth.damping = "SPRINGS", "NEWTON", 0.5
-        co = np.array([v.co for v in cloth.data.vertices])
-        top = np.flatnonzero(np.isclose(co[:, 1], co[:, 1].max()))
-        cloth.vertex_groups.new(name="pins").add([int(top[0]), int(top[-1])], 1.0, "REPLACE")
-        cloth.diffcloth.pin_group = "pins"
-        if table:  # a 1.2 m table whose top is 30 cm under the cloth, its +y edge under the pins' side
-            bpy.ops.mesh.primitive_cube_add(size=1.0, location=(0.0, -0.35, -0.8))
-            desk = bpy.context.active_object
-            desk.scale = (1.2, 1.0, 1.0)
-            desk.modifiers.new("Collision", "COLLISION")
-            desk.collision.cloth_friction, desk.collision.thickness_outer = 30.0, 0.01
-        else:
-            bpy.ops.mesh.primitive_uv_sphere_add(radius=0.25, location=(0, -0.35, -0.55))
-            bpy.context.active_object.diffcloth.role = "SPHERE"
-            bpy.ops.mesh.primitive_plane_add(size=4, location=(0, 0, -1))
-            bpy.context.active_object.diffcloth.role = "PLANE"
-        bpy.context.view_layer.objects.active = cloth
+        if proxy is not None:
+            cloth.diffcloth.proxy_vertices = proxy
+        t0 = time.perf_counter()
         assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
-        for frame, edit in edits(top[[0, -1]], pose).items():
+        simulate_s = time.perf_counter() - t0
+        for frame, edit in edits(pins, pose).items():
             frame += 1  # Blender's frame 1 is the start
             s.frame_set(frame)
             bpy.context.view_layer.objects.active = cloth
@@ -229,8 +247,9 @@ def addon_case(side, max_iter, pose, move_pins, within, table=False):
         wall = time.perf_counter() - t0
         stored = cloth["diffcloth_result"]
         distances = {int(f): (v[2], v[3]) for f, v in stored["keyframes"].items()}
-        return report(
-            f"{side}x{side} add-on{' over a table edge' if table else ''}, {pose} poses{'' if move_pins else ', fixed pins'}",
+        out = report(
+            f"{side}x{side} add-on{' over a table edge' if table else ''}"
+            f"{'' if proxy is None else f', proxy {proxy}'}, {pose} poses{'' if move_pins else ', fixed pins'}",
             side,
             distances,
             stored["iterations"],
@@ -238,6 +257,9 @@ def addon_case(side, max_iter, pose, move_pins, within, table=False):
             stored["max_control_acceleration"],
             wall,
         )
+        if proxy is not None:  # the simulated mesh's vertices: the stored design's initial velocities
+            out.update(proxy_vertices=len(stored["v0"]) // 3, simulate_s=round(simulate_s, 2))
+        return out
     finally:
         ext.unregister()
 

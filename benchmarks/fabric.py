@@ -93,12 +93,17 @@ def blender_run(obj, preset):
     for f in range(2, FRAMES + 2):
         scene.frame_set(f)
     seconds = time.perf_counter() - t0
+    return seconds, world_positions(obj), mod.settings.quality
+
+
+def world_positions(obj):
+    """obj's evaluated vertices at the current frame, in world space."""
     ev = obj.evaluated_get(bpy.context.evaluated_depsgraph_get())
     mesh = ev.to_mesh()
     co = np.array([v.co[:] for v in mesh.vertices])
     mw = np.array(ev.matrix_world)
     ev.to_mesh_clear()
-    return seconds, co @ mw[:3, :3].T + mw[:3, 3], mod.settings.quality
+    return co @ mw[:3, :3].T + mw[:3, 3]
 
 
 def ours(setup, gradient=False):
