@@ -126,7 +126,7 @@ class DIFFCLOTH_PT_cloth_proxy(_RolePanel):
     role, props = "CLOTH", ("sim_mesh", "proxy_vertices")
 
     def draw(self, context):
-        super().draw(context)
+        _RolePanel.draw(self, context)  # not super(): tests draw panels on stand-in objects
         self.layout.operator("diffcloth.make_proxy", icon="MOD_DECIM").cloth = context.object.name
 
 
