@@ -233,6 +233,7 @@ def run_gradient(problem, method="auto", label=None, max_iter=None):
         adjoints=total["adjoint"],
         tangents=total["tangent"],
         iterations=len(result.history),
+        max_iter=max_iter or problem.max_iter.get(method, 100),
         passes=passes,
         pass_cost_in_forwards={k: round(v, 3) for k, v in ratios.items()},
         start_passes=start,
@@ -284,7 +285,8 @@ def run_cma(problem, budget, seed=1, sigma0=None):
     f = ObjectiveValue(problem)
     design = f.design
     sigma0 = problem.sigma0 if sigma0 is None else sigma0
-    options = dict(problem.cma_options, maxfevals=max(budget - 1, 1), seed=seed, verbose=-9)  # + the start
+    # cma stops once countevals - 1 >= maxfevals; the start is one more simulation
+    options = dict(problem.cma_options, maxfevals=max(budget - 2, 1), seed=seed, verbose=-9)
     bounds = cma_bounds(design.bounds)
     if bounds is not None:
         options["bounds"] = bounds
@@ -503,6 +505,31 @@ def findings(runs):
     return " ".join(text)
 
 
+def summary(lines, problems):
+    """One bullet per problem: the simulations CMA-ES and the faster gradient method needed to reach
+    CMA-ES's best loss."""
+    out = ["**In short.**", ""]
+    for name in problems:
+        runs = [line for line in lines if line["problem"] == name]
+        cma_run = next(r for r in runs if r["optimizer"] == "cma")
+        at = cma_run["reach"]["cma_best"]
+        hits = [
+            (r["reach"]["cma_best"]["simulations"], r["method"])
+            for r in runs
+            if r["optimizer"] != "cma" and r["reach"]["cma_best"] is not None
+        ]
+        if not hits:
+            out.append(f"- {runs[0]['title']}: no gradient method reached CMA-ES's best loss.")
+            continue
+        sims, method = min(hits)
+        out.append(
+            f"- {runs[0]['title']}: CMA-ES's best loss ({cma_run['final_loss'] / runs[0]['initial_loss']:.2g} "
+            f"of the start's) took it {at['simulations']:.0f} simulations, {method} {sims:.0f} "
+            f"({_times(at['simulations'] / max(sims, 1e-9))} fewer)."
+        )
+    return out
+
+
 def markdown(lines, png_name, quiet=None):
     """docs/vs_cma.md: per problem, the simulations and seconds each method needs to reach the same losses."""
     problems = list(dict.fromkeys(line["problem"] for line in lines))
@@ -519,19 +546,26 @@ def markdown(lines, png_name, quiet=None):
         "the gradient methods the count is every forward simulation they ran (line-search and trial runs "
         "included, and trials cut short once they were worse) plus each adjoint or tangent pass weighted by what "
         "it costs: its mean seconds over a forward simulation's mean seconds in the same run. Seconds are wall "
-        "time on one core, everything included (CMA-ES's own updates, the optimizers' linear algebra).",
+        "time on one core, everything included (CMA-ES's own updates, the optimizers' linear algebra). The gradient "
+        "methods run to their own stopping rules, except L-BFGS-B on the artist match, limited to "
+        f"{ARTIST_LBFGSB_ITERATIONS} iterations (to its own stop it needs 10–40× Gauss–Newton's time there); CMA-ES "
+        f"gets {FACTOR:g}× the larger of their simulation counts, capped per problem to keep the run near 20 minutes.",
         "",
         f"![best loss against simulations and seconds]({png_name})",
         "",
         "**What the plot shows.** One column per problem. Top: the best loss found so far, relative to the "
         "start's, against the simulations spent (both axes logarithmic); bottom: the same against seconds. A "
-        "circle marks where each run ended; the dotted lines are the loss levels of the tables. A curve further "
+        "circle marks where each run ended; the dotted lines are the loss levels of the tables; losses below 10⁻¹² of the "
+        "start's (rounding) are drawn at 10⁻¹². A curve further "
         "left reaches a loss with fewer simulations. CMA-ES learns only from how its samples rank, so its "
-        "progress per simulation shrinks as the parameters grow in number; one adjoint pass gives the "
-        "derivative in all parameters at about the cost of one simulation, and Gauss–Newton's tangent and "
-        "adjoint passes give curvature along a few directions as cheaply.",
+        "progress per simulation shrinks as the parameters grow in number, while one adjoint pass gives the "
+        "derivative in all parameters, and Gauss–Newton's tangent and adjoint passes give the curvature along a "
+        "few directions. A pass costs a fraction of a simulation (a hundredth to a quarter here, least where contact "
+        "makes each step of a simulation take many Newton iterations): it solves one linear system per step with "
+        "the matrices the simulation left behind.",
         "",
     ]
+    out += summary(lines, problems) + [""]
     for name in problems:
         runs = [line for line in lines if line["problem"] == name]
         levels = runs[0]["levels"]
@@ -549,7 +583,7 @@ def markdown(lines, png_name, quiet=None):
         cma_run = next(r for r in runs if r["optimizer"] == "cma")
         notes = [
             f"CMA-ES: population {cma_run['popsize']}, sigma0 = {cma_run['sigma0']:g} ({cma_run['sigma0_why']}); "
-            f"a budget of {cma_run['budget']} simulations"
+            f"{cma_run['simulations']} simulations for a budget of {cma_run['budget']} (checked between generations)"
             + (
                 ", separable (a diagonal covariance: a full one of this size does not fit in memory)"
                 if cma_run["options"].get("CMA_diagonal")
@@ -566,7 +600,12 @@ def markdown(lines, png_name, quiet=None):
                 f"({s_f / max(n_f, 1):.2f} s on average), {r['adjoints']} adjoint passes (each "
                 f"{cost['adjoint']:.2f} simulations)"
                 + (f", {r['tangents']} tangent passes (each {cost['tangent']:.2f})" if r["tangents"] else "")
-                + f"; it stopped: {r['reason']}."
+                + (
+                    f"; it stopped at its limit of {r['max_iter']} iterations"
+                    if r["reason"] == "max_iter"
+                    else f"; it stopped: {r['reason']}"
+                )
+                + "."
             )
         out += [""] + [f"- {n}" for n in notes] + [""]
     environment = lines[0].get("environment")
