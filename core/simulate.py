@@ -8,8 +8,9 @@ from .timing import timed
 
 # bytes of factorizations kept for the adjoint pass; steps beyond it are refactored backward.
 # A 64×64 cloth's SuperLU factor holds 23 MB of entries (plus SuperLU's own overhead): keeping
-# one per step of 100 drove a gradient benchmark past 24 GiB.
-FACTOR_BUDGET = 1 << 30
+# one per step of 100 drove a gradient benchmark past 24 GiB; a 128×128 Cotton cloth's factor
+# holds 76 MB, so 4 GiB keeps the 48 of a two-second shot (1 GiB refactored 35 of them).
+FACTOR_BUDGET = 4 << 30
 
 
 class SolverStats:
