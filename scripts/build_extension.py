@@ -65,6 +65,9 @@ def this_platform():
     return name
 
 
+IGNORED_INDEX = re.compile(r"WARNING: Location '.*' is ignored")
+
+
 def download_wheels(target, python, wheel_dir):
     """pip download one Python's bundled requirements for one platform; reuses wheels already there."""
     wheel_dir.mkdir(parents=True, exist_ok=True)
@@ -86,8 +89,13 @@ def download_wheels(target, python, wheel_dir):
             PLATFORMS[target],
             "--dest",
             str(wheel_dir),
-        ]
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
     )
+    # this machine's pip configuration may name package indexes that do not exist here: pip warns
+    # about each ("Location … is ignored"), which says nothing about this project
+    sys.stderr.write("".join(line for line in run.stderr.splitlines(True) if not IGNORED_INDEX.match(line)))
     if run.returncode:
         sys.exit(f"build_extension: no wheel of {' '.join(BUNDLED[python])} for {target}, Python {python}")
     tag = "cp" + python.replace(".", "")
