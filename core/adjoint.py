@@ -89,9 +89,22 @@ class Linearization:
     def linearized(self):
         return self.scene.solver == "linearized"
 
+    def solution(self, s):
+        """Step s's solution x′ before contact.project_out moved any of it (n,3)."""
+        x = self.traj.step_x[s + 1]
+        if self.traj.projected[s]:
+            x = x.copy()
+            for vertices, _, before in reversed(self.traj.projected[s]):
+                x[vertices] = before
+        return x
+
+    def velocity(self, s):
+        """The velocity (x′ − x_s)/h of step s's solution (before any projection)."""
+        return (self.solution(s) - self.traj.step_x[s]) / self.model.h
+
     def delta(self, s):
         """A linearized step's Newton step Δ = x′ − x̂ (n,3), zero on the pins."""
-        return self.traj.step_x[s + 1] - self.model.prediction(self.traj.step_x[s], self.traj.step_v[s], s)
+        return self.solution(s) - self.model.prediction(self.traj.step_x[s], self.traj.step_v[s], s)
 
     def _step(self, s):
         if s in self._kept:
@@ -169,7 +182,6 @@ def backward(scene, traj, gx_frames, gv_frames, lin=None):
     h, sub, ns = model.h, scene.substeps, scene.n_steps
     free, pinned = model.free, model.pinned
     mf = model.mf[:, None]
-    vs = traj.step_v
 
     def partial(frames_arr, s):
         return frames_arr[s // sub] if s % sub == 0 else None
@@ -188,6 +200,10 @@ def backward(scene, traj, gx_frames, gv_frames, lin=None):
     gpin[ns] += gx[pinned] + gv[pinned] / h
     alpha_full = np.zeros_like(gx)
     for s in range(ns - 1, -1, -1):
+        # vertices moved out of colliders after the step: x_{s+1} = P(x′), v_{s+1} = (x_{s+1} − x_s)/h,
+        # so x′ takes Jᵀ(ĝx + ĝv/h) and x_s keeps −ĝv/h, what the recursion below reads as ĝx − ...
+        for vertices, jac, _ in reversed(traj.projected[s]):
+            gx[vertices] = np.einsum("kji,kj->ki", jac, gx[vertices] + gv[vertices] / h) - gv[vertices] / h
         pt = lin.point(s)
         rhs = (h * gx[free] + gv[free]).ravel()
         alpha = lin.solve(s, rhs).reshape(-1, 3)
@@ -206,7 +222,7 @@ def backward(scene, traj, gx_frames, gv_frames, lin=None):
             for field, g in model.potential.design_hess(pt, alpha_full, delta).items():
                 gdesign[field] -= h * g
         gforces[s // sub][free] += h * alpha
-        gdamp -= h * float(np.sum(mf * alpha * vs[s + 1][free]))
+        gdamp -= h * float(np.sum(mf * alpha * lin.velocity(s)[free]))
         gpin[s + 1] -= h * hess_alpha[pinned]
         # step s's own partials, then the recursion
         px, pv = partial(gx_frames, s), partial(gv_frames, s)

@@ -184,14 +184,15 @@ class LinearizedStepper:
     Ã is positive definite by construction, so every step costs one factorization and never
     fails; where ∇E is linear (gravity, hinges, plane contact) the step is exact implicit Euler.
     Friction, whose stick and slip one linear solve cannot tell apart, is a quadratic fitted to the
-    previous step's slip (contact.Friction), and vertices dragged deep into a mesh within the step
-    are moved back out (contact.project_out): the gradients of such steps are not built.
+    previous step's slip (contact.Friction), and vertices dragged deep into a collider within the step
+    are moved back out (contact.project_out, `projected`: what the last step moved).
     `factor` is Ã's own factorization: the adjoint and tangent passes solve with it."""
 
     def __init__(self, model):
         self.model = model
         self.factor = None
         self.factorizations = 0
+        self.projected = []
 
     def _factor(self, data, s):
         self.factor = self.model.system.factor(data)
@@ -237,8 +238,7 @@ class LinearizedStepper:
             d = self._solve(data, b, s)
         res = float(np.linalg.norm(md.system.matvec(data, d) - b) / max(np.linalg.norm(b), 1e-300))
         y[md.free] += d.reshape(-1, 3)
-        if lag is not None:
-            project_out(md.potential, lag, y)
+        self.projected = project_out(md.potential, lag, y, s)
         return y, 1, res, True
 
 
@@ -255,6 +255,7 @@ class Stepper:
         self.tension = None
         self.blend = 0
         self.skip_full = 0
+        self.projected = []  # a converged step keeps its contacts itself
 
     def _refactor(self, data):
         self.factor = self.model.system.factor(data)

@@ -30,13 +30,14 @@ class SolverStats:
 class Trajectory:
     """x, v: (frames+1, n, 3) at frames. States at every integrator step are kept for the adjoint."""
 
-    def __init__(self, scene, xs, vs, stats, factors):
+    def __init__(self, scene, xs, vs, stats, factors, projected):
         self.scene = scene
         self.step_x, self.step_v = xs, vs
         self.x = xs[:: scene.substeps]
         self.v = vs[:: scene.substeps]
         self.stats = stats
         self.factors = factors  # per step: the positive-definite factorization in use at its end
+        self.projected = projected  # per step: the vertices a linearized step moved out of colliders
 
 
 def _keep(factor, kept):
@@ -73,7 +74,7 @@ def simulate(scene, progress=None, guess=None, on_frame=None):
     vs[0] = scene.v0
     vs[0, model.pinned] = 0.0
     stats = SolverStats(ns)
-    factors, kept = [], {}
+    factors, kept, projected = [], {}, []
     if guess is not None and np.shape(guess) != xs.shape:
         raise ValueError(f"guess must have shape {xs.shape} (integrator steps + 1, vertices, 3), got {np.shape(guess)}")
     for s in range(ns):
@@ -84,10 +85,11 @@ def simulate(scene, progress=None, guess=None, on_frame=None):
         vs[s + 1] = (y - xs[s]) / h
         stats.iterations[s], stats.residual[s], stats.converged[s] = it, res, ok
         factors.append(_keep(stepper.factor, kept))
+        projected.append(stepper.projected)
         if (s + 1) % scene.substeps == 0:
             if on_frame is not None:
                 on_frame((s + 1) // scene.substeps, xs[s + 1], vs[s + 1])
             if progress is not None:
                 progress((s + 1) // scene.substeps, scene.steps)
     stats.factorizations = stepper.factorizations
-    return Trajectory(scene, xs, vs, stats, factors)
+    return Trajectory(scene, xs, vs, stats, factors, projected)

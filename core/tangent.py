@@ -97,7 +97,7 @@ def tangent(scene, traj, direction, lin=None):
         push += potential.lag_tangent(pt, dxs[s])
         push -= d["forces"][s // sub]
         if d["damping"]:
-            push += d["damping"] * model.m[:, None] * traj.step_v[s + 1]
+            push += d["damping"] * model.m[:, None] * lin.velocity(s)
         rhs = (1 + h * model.c) * mf * dxs[s][free] + h * mf * dvs[s][free] - h * h * push[free]
         if lin.linearized:
             dxhat = dxs[s] + h * dvs[s]
@@ -110,6 +110,8 @@ def tangent(scene, traj, direction, lin=None):
             )
         dxs[s + 1][free] = lin.solve(s, rhs.ravel()).reshape(-1, 3)
         dxs[s + 1][pinned] = pins_at(s + 1)
+        for vertices, jac, _ in traj.projected[s]:  # moved out of colliders (contact.project_out)
+            dxs[s + 1][vertices] = np.einsum("kij,kj->ki", jac, dxs[s + 1][vertices])
         dvs[s + 1] = (dxs[s + 1] - dxs[s]) / h
     return Tangent(scene, dxs, dvs)
 
