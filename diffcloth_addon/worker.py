@@ -26,7 +26,9 @@ def run(core, job, report, cancelled):
     where the cloth buckles (None: from scratch)."""
     guess = job.get("guess")
     if job["kind"] == "simulate":
-        traj = core.simulate(job["scene"], lambda done, frames: report({"frame": done, "frames": frames}), guess)
+        traj = core.simulate(
+            job["scene"], lambda done, frames: report({"frame": done, "frames": frames}), guess, keep_factors=False
+        )
         return types.SimpleNamespace(x=traj.x, step_x=traj.step_x)  # positions only, as below
     loss = job["loss"]
     result = core.optimize(
