@@ -68,7 +68,8 @@ class Linearization:
                 "simulate with solver='newton' (what optimization uses)"
             )
         self.scene, self.traj, self.rtol = scene, traj, rtol
-        self.model = Model(scene)
+        # the forward's Model when it ran this scene (a 128×128 cloth's takes 0.8–1.5 s to build)
+        self.model = traj.model if traj.scene is scene else Model(scene)
         self.fallback = None
         self._kept, self._lu, self._bytes = {}, {}, 0
         self._own = {} if own_factors else None

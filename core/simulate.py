@@ -30,8 +30,9 @@ class SolverStats:
 class Trajectory:
     """x, v: (frames+1, n, 3) at frames. States at every integrator step are kept for the adjoint."""
 
-    def __init__(self, scene, xs, vs, stats, factors, projected):
+    def __init__(self, scene, xs, vs, stats, factors, projected, model):
         self.scene = scene
+        self.model = model  # the scene's Model, for the passes over this trajectory
         self.step_x, self.step_v = xs, vs
         self.x = xs[:: scene.substeps]
         self.v = vs[:: scene.substeps]
@@ -94,4 +95,4 @@ def simulate(scene, progress=None, guess=None, on_frame=None, keep_factors=True)
             if progress is not None:
                 progress((s + 1) // scene.substeps, scene.steps)
     stats.factorizations = stepper.factorizations
-    return Trajectory(scene, xs, vs, stats, factors, projected)
+    return Trajectory(scene, xs, vs, stats, factors, projected, model)
