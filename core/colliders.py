@@ -217,13 +217,13 @@ class MeshCollider(Collider):
         return _at(self.vertices, t, static_ndim=2)
 
     def _broad(self, verts):
-        """cKDTree of the triangles' centroids and the largest centroid-to-corner distance (a static
-        mesh's is built once)."""
+        """cKDTree of the triangles' centroids and each one's largest centroid-to-corner distance (a
+        static mesh's are built once)."""
         if self._tree is not None and self.vertices.ndim == 2:
             return self._tree
         corners = verts[self.tris]
         centroids = corners.mean(axis=1)
-        reach = float(np.linalg.norm(corners - centroids[:, None], axis=2).max())
+        reach = np.linalg.norm(corners - centroids[:, None], axis=2).max(axis=1)
         out = (cKDTree(centroids), reach)
         if self.vertices.ndim == 2:
             self._tree = out
@@ -234,20 +234,26 @@ class MeshCollider(Collider):
         radius (mask), and for those their closest point q, triangle and its barycentric weights.
         radius None: every point's closest point (within its nearest centroid's distance)."""
         tree, reach = self._broad(verts)
-        if radius is None:
-            radius = tree.query(x)[0] * (1 + 1e-9) + 1e-12
-        found = tree.query_ball_point(x, np.asarray(radius) + reach, return_sorted=False)
-        counts = np.fromiter((len(f) for f in found), np.int64, len(x))
-        if not counts.any():
+        nearest = tree.query(x)[0]
+        radius = nearest * (1 + 1e-9) + 1e-12 if radius is None else np.broadcast_to(radius, nearest.shape)
+        # only points with a centroid in reach ask for all of theirs (most of a cloth is far away)
+        near = np.flatnonzero(nearest <= radius + reach.max())
+        # every (centroid, point) pair within the largest radius, by one dual-tree traversal, kept
+        # where the triangle can hold a point within the radius and nearer than the nearest centroid
+        pairs = tree.sparse_distance_matrix(
+            cKDTree(x[near]), float(radius[near].max(initial=0.0)) + reach.max(), output_type="ndarray"
+        )
+        bound = np.minimum(radius, nearest)[near]
+        pairs = pairs[pairs["v"] <= bound[pairs["j"]] + reach[pairs["i"]]]
+        if not len(pairs):
             return np.zeros(len(x), bool), np.zeros((0, 3)), np.zeros(0, np.int64), np.zeros((0, 3))
-        point = np.repeat(np.arange(len(x)), counts)
-        tri = np.fromiter((t for f in found for t in f), np.int64, int(counts.sum()))
+        point, tri = near[pairs["j"]], pairs["i"].astype(np.int64)
         corners = verts[self.tris[tri]]
         q, bary = closest_on_triangles(x[point], corners[:, 0], corners[:, 1], corners[:, 2])
         dist = np.linalg.norm(x[point] - q, axis=1)
         order = np.lexsort((dist, point))  # per point, nearest first
         first = order[np.r_[True, point[order][1:] != point[order][:-1]]]
-        keep = dist[first] <= np.asarray(radius)[point[first]] if np.ndim(radius) else dist[first] <= radius
+        keep = dist[first] <= radius[point[first]]
         first = first[keep]
         mask = np.zeros(len(x), bool)
         mask[point[first]] = True

@@ -59,6 +59,25 @@ def test_closest_points_are_no_farther_than_any_point_of_the_triangle():
     assert (np.linalg.norm(p - q, axis=1) <= sampled + 1e-12).all()
 
 
+def test_broad_phase_finds_what_every_triangle_would():
+    """MeshCollider.closest (pruned dual-tree search) against all triangles, per-point radii and none."""
+    verts, tris = uv_sphere(0.25)
+    verts = verts * [1.0, 1.6, 0.7]  # triangles of many sizes
+    mesh = dc.MeshCollider(verts, tris)
+    rng = np.random.default_rng(2)
+    dirs = rng.normal(size=(600, 3))
+    pts = dirs / np.linalg.norm(dirs, axis=1)[:, None] * rng.uniform(0.15, 0.35, (600, 1)) * [1.0, 1.6, 0.7]
+    q_all, _ = closest_on_triangles(
+        np.repeat(pts, len(tris), axis=0), *(np.tile(verts[tris[:, k]], (len(pts), 1)) for k in range(3))
+    )
+    exact = np.linalg.norm(np.repeat(pts, len(tris), axis=0) - q_all, axis=1).reshape(len(pts), -1).min(axis=1)
+    radius = rng.uniform(0.0, 0.2, len(pts))
+    for r in (radius, None):
+        mask, q, _, _ = mesh.closest(pts, verts, r)
+        assert (mask == (exact <= radius)).all() if r is not None else mask.all()
+        assert np.allclose(np.linalg.norm(pts[mask] - q, axis=1), exact[mask], atol=1e-12)
+
+
 def test_signed_distance_to_a_sphere_mesh_is_the_sphere_within_its_facets():
     verts, tris = uv_sphere(0.25)
     mesh = dc.MeshCollider(verts, tris, one_sided=True)
