@@ -14,6 +14,7 @@ BAKE_PREFIX = "DiffCloth_f"
 RESULT_KEY = "diffcloth_result"
 # the last run's positions at every integrator step (Simulate & Bake's or Optimize's)
 MOTION_KEY = "diffcloth_motion"
+MOTION_SOLVER_KEY = "diffcloth_motion_solver"  # the steps that made it: a preview's, or Optimize's
 NO_CLOTH = "no cloth: mark a mesh as DiffCloth Cloth"
 # Optimize converges every step whatever the cloth's Solver: a linearized step's motion over
 # colliders is chaotic, its exact gradients grow ×10⁴ in two seconds and no optimizer gets far
@@ -796,8 +797,20 @@ def replace_property(owner, key, value):
     owner[key] = value
 
 
-def store_motion(setup, step_x):
+def store_motion(setup, step_x, solver):
     replace_property(setup.cloth_obj, MOTION_KEY, np.asarray(step_x, dtype=np.float64).ravel())
+    setup.cloth_obj[MOTION_SOLVER_KEY] = solver
+
+
+def forget_motion(cloth):
+    """Drop the stored motion: the next run starts afresh."""
+    cloth.pop(MOTION_KEY, None)
+    cloth.pop(MOTION_SOLVER_KEY, None)
+
+
+def baked_solver(cloth):
+    """The solver of the cloth's stored motion (None: there is none)."""
+    return cloth.get(MOTION_SOLVER_KEY) if MOTION_KEY in cloth else None
 
 
 def pin_base(scene):

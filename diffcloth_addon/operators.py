@@ -17,15 +17,17 @@ def _fail(op, message):
     return {"CANCELLED"}
 
 
-def prepare(context, kind, cloth_name=None, max_iter=None, use_active=True, within=None):
+def prepare(context, kind, cloth_name=None, max_iter=None, use_active=True, within=None, converged=False):
     """Copy a run's inputs out of Blender (main thread): the Setup and the worker's job. max_iter and
-    within (m) override the scene's Max Iterations and Stop Within."""
+    within (m) override the scene's Max Iterations and Stop Within; converged: a simulation with
+    Optimize's steps, whatever the cloth's Solver."""
     settings = context.scene.diffcloth
     setup = convert.gather(context, cloth_name, need_targets=kind == "optimize", use_active=use_active)
     setup.kind, setup.cloth_name = kind, setup.cloth_obj.name
     scene = convert.apply_stored_result(setup)
-    if kind == "optimize":
+    if kind == "optimize" or converged:
         scene = scene.replace(solver=convert.OPTIMIZE_SOLVER)
+    setup.solver = scene.solver
     job = {"kind": kind, "scene": scene, "guess": convert.stored_motion(setup, scene)}
     if kind == "optimize":
         job.update(
@@ -54,7 +56,7 @@ def finish(context, setup, run):
         bake.bake(cloth, convert.render_positions(setup, motion.x), setup.start, setup.matrices)
     except np.linalg.LinAlgError as err:
         raise convert.InputError(f"cloth '{name}': {err}; nothing was written") from None
-    convert.store_motion(setup, motion.step_x)
+    convert.store_motion(setup, motion.step_x, setup.solver)
     if setup.kind == "optimize":
         convert.store_result(setup, run.result)
     context.scene.frame_set(context.scene.frame_current)
@@ -115,7 +117,7 @@ class _Run(_ClothName, bpy.types.Operator):
         return not why
 
     def _start(self, context, runner_class):
-        self.setup, job = prepare(context, self.kind, self.cloth or None)
+        self.setup, job = prepare(context, self.kind, self.cloth or None, converged=getattr(self, "converged", False))
         for warning in self.setup.warnings:
             self.report({"WARNING"}, warning)
         self.run = runner_class(job)
@@ -232,6 +234,14 @@ class DIFFCLOTH_OT_simulate(_Run):
     bl_label = "Simulate & Bake"
     kind = "simulate"
 
+    converged: bpy.props.BoolProperty(
+        name="Converged Steps",
+        description="Bake the motion Optimize simulates (every step converged, whatever the cloth's "
+        "Solver): the one to pose targets on",
+        default=False,
+        options={"SKIP_SAVE"},
+    )
+
 
 class DIFFCLOTH_OT_optimize(_Run):
     """Find the cloth parameters that pass through the keyframed targets, then bake the result (Esc cancels, keeping the best so far)"""
@@ -281,7 +291,7 @@ class DIFFCLOTH_OT_clear_bake(_OnCloth):
 
     def run(self, context, obj):
         removed = bake.clear_bake(obj)
-        obj.pop(convert.MOTION_KEY, None)
+        convert.forget_motion(obj)
         self.report({"INFO"}, f"Removed {removed} baked shape keys from '{obj.name}'")
         return {"FINISHED"}
 
@@ -322,7 +332,7 @@ class DIFFCLOTH_OT_discard_result(_OnCloth):
         if convert.RESULT_KEY not in obj.keys():
             return _fail(self, f"cloth '{obj.name}' has no stored optimization")
         del obj[convert.RESULT_KEY]
-        obj.pop(convert.MOTION_KEY, None)  # its motion: the next run starts afresh
+        convert.forget_motion(obj)
         self.report({"INFO"}, f"Discarded the optimization stored on '{obj.name}'")
         return {"FINISHED"}
 
@@ -347,7 +357,7 @@ class DIFFCLOTH_OT_fabric_preset(_OnCloth):
 
 
 class DIFFCLOTH_OT_new_target(_OnCloth):
-    """Copy the cloth as it looks at the current frame into a new Target, keyed at this frame, ready to pose"""
+    """Copy the cloth as it looks at the current frame into a new Target, keyed at this frame, ready to pose (a quick preview bake is first baked again with Optimize's converged steps)"""
 
     bl_idname = "diffcloth.new_target"
     bl_label = "New Target from Cloth"
@@ -366,6 +376,21 @@ class DIFFCLOTH_OT_new_target(_OnCloth):
                 f"frame {frame} is {where}: a target of '{cloth.name}' keyed there would not count; "
                 "go to a frame after the start, within the range",
             )
+        if convert.baked_solver(cloth) not in (None, convert.OPTIMIZE_SOLVER):
+            # Optimize converges every step, and a quick preview's motion differs from that by a
+            # few cm where stiff cloth buckles: keys posed on it are out of Optimize's reach
+            if not bpy.app.background and context.window is not None:
+                bpy.ops.diffcloth.simulate("INVOKE_DEFAULT", cloth=cloth.name, converged=True)
+                self.report(
+                    {"INFO"},
+                    f"Baking the motion Optimize starts from ('{cloth.name}' with every step converged; "
+                    "it differs from the quick preview by a few cm): press New Target from Cloth again "
+                    "when it is done",
+                )
+                return {"CANCELLED"}
+            if bpy.ops.diffcloth.simulate(cloth=cloth.name, converged=True) != {"FINISHED"}:
+                return {"CANCELLED"}  # the simulation named why
+            context.scene.frame_set(frame)
         evaluated = cloth.evaluated_get(context.evaluated_depsgraph_get())
         mesh = bpy.data.meshes.new_from_object(evaluated)
         mesh.name = f"{cloth.name}_target_f{frame:04d}"

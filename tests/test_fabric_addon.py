@@ -29,6 +29,33 @@ def test_a_new_cloth_is_cotton_simulated_with_linearized_steps(blank):
     assert evaluated(cloth)[:, 2].min() < -0.05  # it hangs
 
 
+def test_new_target_poses_the_motion_optimize_simulates(blank):
+    """A quick (linearized) preview differs from Optimize's converged motion where stiff cloth
+    buckles, so New Target first bakes the cloth again with converged steps and copies that; a
+    second target copies the bake as it is."""
+    scene = blank.scene
+    scene.frame_start, scene.frame_end = 1, 12
+    bpy.ops.mesh.primitive_uv_sphere_add(radius=0.1, location=(0, -0.05, -0.2))
+    bpy.context.active_object.diffcloth.role = "SPHERE"
+    cloth = grid_cloth(n=10, fabric=True)
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    assert convert().baked_solver(cloth) == "linearized"
+    scene.frame_set(12)
+    preview = evaluated(cloth)
+    assert bpy.ops.diffcloth.new_target() == {"FINISHED"}
+    assert convert().baked_solver(cloth) == "newton"
+    target = bpy.data.objects["Cloth_target_f0012"]
+    copied = np.array([target.matrix_world @ v.co for v in target.data.vertices])
+    assert np.allclose(copied, evaluated(cloth), atol=1e-6)  # the converged bake, as now shown
+    assert np.abs(copied - preview).max() > 1e-3  # which is not the preview
+    scene.frame_set(6)
+    motion = cloth[convert().MOTION_KEY].to_list()
+    assert bpy.ops.diffcloth.new_target() == {"FINISHED"}
+    assert cloth[convert().MOTION_KEY].to_list() == motion  # baked once
+    bpy.ops.diffcloth.clear_bake()
+    assert convert().baked_solver(cloth) is None and convert().MOTION_SOLVER_KEY not in cloth
+
+
 @pytest.mark.parametrize("preset", ["Denim", "Silk", "Leather", "Rubber", "Cotton"])
 def test_a_preset_sets_the_fabric_and_the_panel_names_it(blank, preset):
     from diffcloth import core
