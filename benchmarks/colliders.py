@@ -33,9 +33,11 @@ import numpy as np
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "scripts"))
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "sample_scenes"))
 import bpy
 from blender_cloth import triangulated_grid
 from dev_extension import load_extension
+from make_scenes import collision, swaying_body
 
 ext = load_extension()
 import diffcloth.core as dc  # noqa: E402
@@ -49,13 +51,6 @@ def reset(frames=FRAMES):
     scene = bpy.context.scene
     scene.render.fps, scene.render.fps_base = FPS, 1.0
     scene.frame_start, scene.frame_end = 1, frames + 1
-
-
-def collision(obj, friction=5.0, thickness=0.02, single_sided=True):
-    obj.modifiers.new("Collision", "COLLISION")
-    obj.collision.cloth_friction, obj.collision.thickness_outer = friction, thickness
-    obj.collision.use_culling = single_sided
-    return obj
 
 
 def cloth_object(obj):
@@ -139,51 +134,26 @@ def sphere_case(repeats):
     )
 
 
-def capsule(radius=0.15, height=0.9, segments=64, rings=44):
-    """A closed capsule mesh (a body), z from 0 up; about segments·rings·2 triangles."""
-    verts = []
+def capsule(radius=0.15, height=0.9, rings=44):
+    """The (radius, height) rings of a closed capsule (a body), z from 0 up."""
+    out = []
     for i in range(rings + 1):
         t = i / rings  # 0 bottom pole … 1 top pole
         if t < 0.2:
             a = math.pi / 2 * (1 - t / 0.2)
-            r, z = radius * math.cos(a), radius - radius * math.sin(a)
+            out.append((radius * math.cos(a), radius - radius * math.sin(a)))
         elif t > 0.8:
             a = math.pi / 2 * (t - 0.8) / 0.2
-            r, z = radius * math.cos(a), height - radius + radius * math.sin(a)
+            out.append((radius * math.cos(a), height - radius + radius * math.sin(a)))
         else:
-            r, z = radius, radius + (height - 2 * radius) * (t - 0.2) / 0.6
-        verts += [
-            (r * math.cos(2 * math.pi * j / segments), r * math.sin(2 * math.pi * j / segments), z)
-            for j in range(segments)
-        ]
-    faces = [
-        (
-            i * segments + j,
-            i * segments + (j + 1) % segments,
-            (i + 1) * segments + (j + 1) % segments,
-            (i + 1) * segments + j,
-        )
-        for i in range(rings)
-        for j in range(segments)
-    ]
-    return verts, faces
+            out.append((radius, radius + (height - 2 * radius) * (t - 0.2) / 0.6))
+    return out
 
 
 def character_case(repeats):
     reset()
-    verts, faces = capsule()
-    mesh = bpy.data.meshes.new("Body")
-    mesh.from_pydata(verts, [], faces)
-    body = bpy.data.objects.new("Body", mesh)
-    bpy.context.collection.objects.link(body)
-    body.location = (0.0, 0.0, -1.0)
-    body.shape_key_add(name="Basis")
-    sway = body.shape_key_add(name="Sway")
-    for p in sway.data:  # the upper body leans forward 10 cm at the shoulders
-        p.co.y += 0.1 * max(p.co.z - 0.3, 0.0) / 0.6
-    for frame, value in ((1, 0.0), (25, 1.0), (49, 0.0)):
-        sway.value = value
-        sway.keyframe_insert("value", frame=frame)
+    # about 64·44·2 triangles; the upper body leans forward 10 cm at the shoulders
+    body = swaying_body(capsule(), 64, lambda z: 0.1 * max(z - 0.3, 0.0) / 0.6, (1, 25, 49))
     collision(body, friction=5.0, thickness=0.005)
     triangles = sum(len(p.vertices) - 2 for p in body.data.polygons)
     # a 0.6 × 0.8 m cape behind the body, its top edge pinned at shoulder height
@@ -257,14 +227,14 @@ def tunnel_case(target):
     reset(frames=24)
     if target == "quad":
         bpy.ops.mesh.primitive_plane_add(size=0.6)
-        obstacle = collision(bpy.context.active_object, thickness=0.0, single_sided=False)
+        obstacle = collision(bpy.context.active_object, friction=5.0, thickness=0.0, single_sided=False)
     elif target == "board":
         bpy.ops.mesh.primitive_cube_add(size=1.0, location=(0.0, 0.0, -0.005))
-        obstacle = collision(bpy.context.active_object, thickness=0.0)
+        obstacle = collision(bpy.context.active_object, friction=5.0, thickness=0.0)
         obstacle.scale = (0.6, 0.6, 0.01)
     else:
         bpy.ops.mesh.primitive_uv_sphere_add(radius=0.2, location=(0.0, 0.0, -0.2), segments=32, ring_count=16)
-        obstacle = collision(bpy.context.active_object, thickness=0.0)
+        obstacle = collision(bpy.context.active_object, friction=5.0, thickness=0.0)
     cloth = triangulated_grid(12, "DiffCloth")
     cloth.vertex_groups.clear()
     cloth.scale = (0.4, 0.4, 1.0)

@@ -158,11 +158,46 @@ def fabric_grid(n, size, location=(0.0, 0.0, 0.0), name="Cloth"):
     return obj
 
 
-def collision(obj, friction, thickness):
-    """Blender's Collision physics on obj, as an artist sets it."""
+def collision(obj, friction, thickness, single_sided=True):
+    """Blender's Collision physics on obj, as an artist sets it (Single Sided: Blender's default)."""
     obj.modifiers.new("Collision", "COLLISION")
     obj.collision.cloth_friction, obj.collision.thickness_outer = friction, thickness
+    obj.collision.use_culling = single_sided
     return obj
+
+
+def swaying_body(rings, segments, lean, keys):
+    """The object 'Body' at z = −1: `rings` of (radius, height) around the z axis, `segments` quads
+    between neighbouring rings, and a shape key 'Sway' moving each vertex lean(its z) along y, keyed
+    0 → 1 → 0 at the three frames `keys`."""
+    verts = [
+        (r * math.cos(2 * math.pi * j / segments), r * math.sin(2 * math.pi * j / segments), z)
+        for r, z in rings
+        for j in range(segments)
+    ]
+    faces = [
+        (
+            i * segments + j,
+            i * segments + (j + 1) % segments,
+            (i + 1) * segments + (j + 1) % segments,
+            (i + 1) * segments + j,
+        )
+        for i in range(len(rings) - 1)
+        for j in range(segments)
+    ]
+    mesh = bpy.data.meshes.new("Body")
+    mesh.from_pydata(verts, [], faces)
+    body = bpy.data.objects.new("Body", mesh)
+    bpy.context.collection.objects.link(body)
+    body.location = (0.0, 0.0, -1.0)
+    body.shape_key_add(name="Basis")
+    sway = body.shape_key_add(name="Sway")
+    for p in sway.data:
+        p.co.y += lean(p.co.z)
+    for frame, value in zip(keys, (0.0, 1.0, 0.0)):
+        sway.value = value
+        sway.keyframe_insert("value", frame=frame)
+    return body
 
 
 @scene
@@ -186,38 +221,11 @@ def tablecloth():
 @scene
 def cape():
     reset(frames=24, fps=24)
-    rings, segments, radius, height = 30, 32, 0.15, 0.9
-    verts = [
-        (
-            radius * math.cos(2 * math.pi * j / segments),
-            radius * math.sin(2 * math.pi * j / segments),
-            height * i / rings,
-        )
-        for i in range(rings + 1)
-        for j in range(segments)
-    ]
-    faces = [
-        (
-            i * segments + j,
-            i * segments + (j + 1) % segments,
-            (i + 1) * segments + (j + 1) % segments,
-            (i + 1) * segments + j,
-        )
-        for i in range(rings)
-        for j in range(segments)
-    ]
-    mesh = bpy.data.meshes.new("Body")
-    mesh.from_pydata(verts, [], faces)
-    body = bpy.data.objects.new("Body", mesh)
-    bpy.context.collection.objects.link(body)
-    body.location = (0.0, 0.0, -1.0)
-    body.shape_key_add(name="Basis")
-    sway = body.shape_key_add(name="Sway")
-    for p in sway.data:  # the shoulders lean back 8 cm and return
-        p.co.y -= 0.08 * p.co.z / height
-    for frame, value in ((1, 0.0), (13, 1.0), (25, 0.0)):
-        sway.value = value
-        sway.keyframe_insert("value", frame=frame)
+    rings, radius, height = 30, 0.15, 0.9
+    # the shoulders lean back 8 cm and return
+    body = swaying_body(
+        [(radius, height * i / rings) for i in range(rings + 1)], 32, lambda z: -0.08 * z / height, (1, 13, 25)
+    )
     collision(body, friction=20.0, thickness=0.01)
     cloth = fabric_grid(12, 0.5, location=(0.0, -0.17, -0.35), name="Cape")
     cloth.rotation_euler = (math.pi / 2, 0.0, 0.0)

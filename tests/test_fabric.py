@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from test_gradients import along
 
 import core as dc
 from core.material import spring_factors
@@ -144,23 +145,8 @@ def test_gradients_of_every_preset_match_finite_differences(fabric, solver):
     )
     d["x0"][cloth.pinned] = 0.0
 
-    def at(eps):
-        moved = cloth.replace(
-            k_tension=cloth.k_tension + eps * d["k_tension"], k_bending=cloth.k_bending + eps * d["k_bending"]
-        )
-        return loss(
-            dc.simulate(
-                scene.replace(
-                    cloth=moved,
-                    x0=scene.x0 + eps * d["x0"],
-                    v0=scene.v0 + eps * d["v0"],
-                    forces=scene.forces + eps * d["forces"],
-                )
-            )
-        )
-
     eps = 1e-6
-    numeric = (at(eps) - at(-eps)) / (2 * eps)
+    numeric = (loss(dc.simulate(along(scene, d, eps))) - loss(dc.simulate(along(scene, d, -eps)))) / (2 * eps)
     analytic = sum(float(np.sum(getattr(grad, f) * v)) for f, v in d.items())
     contact = dc.simulate(scene).x[1:].min(axis=(0, 1))[2] < -0.02  # the cloth reaches the sphere
     assert contact

@@ -81,6 +81,20 @@ def perturbed(scene, field, index, eps):
     return scene.replace(**{field: arr})
 
 
+def along(scene, dirs, eps):
+    """The scene with its design moved eps along dirs {k_tension, k_bending, x0, v0, forces}."""
+    cloth = scene.cloth.replace(
+        k_tension=scene.cloth.k_tension + eps * dirs["k_tension"],
+        k_bending=scene.cloth.k_bending + eps * dirs["k_bending"],
+    )
+    return scene.replace(
+        cloth=cloth,
+        x0=scene.x0 + eps * dirs["x0"],
+        v0=scene.v0 + eps * dirs["v0"],
+        forces=scene.forces + eps * dirs["forces"],
+    )
+
+
 def central(scene, loss, field, index, eps):
     return (
         loss(dc.simulate(perturbed(scene, field, index, eps))) - loss(dc.simulate(perturbed(scene, field, index, -eps)))
@@ -189,23 +203,7 @@ def test_directional_derivatives_in_full_design_space(case):
             dirs["x0"][scene.cloth.pinned] = 0.0
         analytic = sum(float(np.sum(getattr(grad, f) * dirs[f])) for f in fields)
 
-        def at(eps, dirs=dirs):
-            cloth = scene.cloth.replace(
-                k_tension=scene.cloth.k_tension + eps * dirs["k_tension"],
-                k_bending=scene.cloth.k_bending + eps * dirs["k_bending"],
-            )
-            return loss(
-                dc.simulate(
-                    scene.replace(
-                        cloth=cloth,
-                        x0=scene.x0 + eps * dirs["x0"],
-                        v0=scene.v0 + eps * dirs["v0"],
-                        forces=scene.forces + eps * dirs["forces"],
-                    )
-                )
-            )
-
-        numeric = (at(1e-7) - at(-1e-7)) / 2e-7
+        numeric = (loss(dc.simulate(along(scene, dirs, 1e-7))) - loss(dc.simulate(along(scene, dirs, -1e-7)))) / 2e-7
         tol = 1e-6 if kind in SMOOTH else 1e-4
         assert abs(analytic - numeric) <= tol * abs(numeric), (analytic, numeric)
 
