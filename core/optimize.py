@@ -9,7 +9,6 @@ from scipy.optimize import minimize
 from . import gauss_newton
 from .adjoint import value_and_grad
 from .integrator import SimulationError
-from .losses import KeyframeLoss
 from .params import Acceleration, Design
 from .simulate import simulate
 from .threads import one_blas_thread
@@ -139,7 +138,8 @@ class _Run:
 
 
 def choose_method(method, loss, design):
-    """The method `optimize` runs: "auto" is Gauss–Newton for a KeyframeLoss without bounds on θ,
+    """The method `optimize` runs: "auto" is Gauss–Newton for a sum-of-squares loss of the states
+    (one with hess_vec: a KeyframeLoss, or one on an embedded render mesh) without bounds on θ,
     else L-BFGS-B."""
     if method not in METHODS:
         raise ValueError(f"unknown optimization method {method!r}; choose from {', '.join(METHODS)}")
@@ -158,7 +158,7 @@ def choose_method(method, loss, design):
                 "use 'l-bfgs-b' or 'auto'"
             )
     if method == "auto":
-        return "gauss-newton" if isinstance(loss, KeyframeLoss) and not bounded else "l-bfgs-b"
+        return "gauss-newton" if hasattr(loss, "hess_vec") and not bounded else "l-bfgs-b"
     return method
 
 
@@ -181,7 +181,8 @@ def optimize(
     method: "gauss-newton" (core.gauss_newton: Levenberg–Marquardt on a sum-of-squares loss such
     as KeyframeLoss, a few simulations per iteration; it does not honour bounds, and refuses
     parameters that have them), "l-bfgs-b" (scipy's, honouring every Param's bounds), or "auto":
-    Gauss–Newton for a KeyframeLoss when no parameter has bounds, else L-BFGS-B.
+    Gauss–Newton for a sum-of-squares loss (KeyframeLoss, EmbeddedLoss) when no parameter has
+    bounds, else L-BFGS-B.
     callback(info) receives a dict per iteration (as in history, plus "params"); returning True
     stops the run. A trial whose simulation diverges counts as a failed step (L-BFGS-B: a very
     large loss, so the line search backs off); the best design seen is always what is returned.
