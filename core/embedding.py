@@ -10,6 +10,7 @@ proxy's simulation (`apply_transpose`).
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.spatial import cKDTree
 
 from .colliders import MeshCollider
 
@@ -75,6 +76,43 @@ class Embedding:
         dcross = np.cross(db - da, c - a) + np.cross(b - a, dc - da)
         dn = (dcross - np.einsum("ij,ij->i", dcross, normal)[:, None] * normal) / length[:, None]
         return self.weights @ dx + self.offset[:, None] * dn[self.face]
+
+    def interpolate(self, field):
+        """A per-vertex field of the proxy (…, P, 3), e.g. velocities or accelerations, at the
+        render vertices (…, R, 3): the barycentric weights, no offset (a field, not a position)."""
+        field = np.asarray(field, dtype=np.float64)
+        flat = np.moveaxis(field, -2, 0).reshape(self.n_proxy, -1)
+        return np.moveaxis((self.weights @ flat).reshape((self.n_render,) + field.shape[:-2] + (3,)), 0, -2)
+
+    def carry(self, proxy_base, proxy_design, render_scene):
+        """render_scene (the render mesh's own scene: same frames and colliders) with the design
+        found on the proxy (proxy_design; proxy_base: the scene the proxy started from) carried
+        over: initial velocities and control accelerations interpolated at the render vertices
+        (forces = the render vertices' masses × those), each render pin moved by the offset of the
+        proxy pin nearest it at rest, stiffness scaled as the proxy's was, the colliders' friction
+        as found. Refine starts from this: the render mesh simulated with it moves as the embedded
+        proxy did, but for the detail the proxy's resolution leaves out."""
+        changes = {"v0": self.interpolate(proxy_design.v0), "colliders": proxy_design.colliders}
+        cloth = render_scene.cloth
+        for key in ("k_tension", "k_bending"):
+            ratio = getattr(proxy_design.cloth, key) / getattr(proxy_base.cloth, key)
+            if len(ratio) and np.ptp(ratio) > 1e-9 * np.abs(ratio).max():
+                raise ValueError(f"the proxy's {key} varies per element, which does not carry to the render mesh")
+            if len(ratio):
+                cloth = cloth.replace(**{key: getattr(cloth, key) * ratio[0]})
+        changes["cloth"] = cloth
+        if proxy_design.forces is not None:
+            accel = proxy_design.forces / proxy_design.cloth.masses[None, :, None]
+            changes["forces"] = cloth.masses[None, :, None] * self.interpolate(accel)
+        pinned, render_pinned = proxy_base.cloth.pinned, cloth.pinned
+        if proxy_design.pin_path is not None and len(pinned) and len(render_pinned):
+            offset = proxy_design.pin_path - np.array(
+                [proxy_base.pins_at(f * proxy_base.substeps) for f in range(proxy_base.steps + 1)]
+            )
+            nearest = cKDTree(proxy_base.x0[pinned]).query(render_scene.x0[render_pinned])[1]
+            base = np.array([render_scene.pins_at(f * render_scene.substeps) for f in range(render_scene.steps + 1)])
+            changes["pin_path"] = base + offset[:, nearest]
+        return render_scene.replace(**changes)
 
 
 class EmbeddedLoss:

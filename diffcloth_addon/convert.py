@@ -563,7 +563,12 @@ def gather(context, cloth_name=None, need_targets=True, use_active=True):
             verts, tris, faces, local_co, pins = _read_cloth(cloth_obj, cs, depsgraph, start)
             n_render, render_tris, embedding = len(verts), tris, None
             render_verts, render_pins, render_pins_local, render_pin_path = verts, pins, local_co[pins], []
-            if proxy.wanted(cs):  # simulate a proxy; the cloth follows it (core.embedding)
+            if proxy.wanted(cs) and refined(cloth_obj):
+                warnings.append(
+                    f"cloth '{name}': its optimized design was refined on the cloth itself, so the cloth is "
+                    "simulated without its simulation mesh (Discard Result to use the simulation mesh again)"
+                )
+            elif proxy.wanted(cs):  # simulate a proxy; the cloth follows it (core.embedding)
                 start_mw = np.array(cloth_obj.evaluated_get(depsgraph).matrix_world)
                 local_co, tris, pins, embedding = proxy.read(
                     cloth_obj,
@@ -635,25 +640,28 @@ def gather(context, cloth_name=None, need_targets=True, use_active=True):
     for reader in readers:
         built.append(reader.build())
         warnings += reader.warnings
-    pin_path = _constant(np.array(pin_path)) if len(pins) else None
-    if pin_path is not None and pin_path.ndim == 2:
-        pin_path = None  # static pins stay where the mesh has them
-    core_scene = dc.Scene(
-        cloth,
+    common = dict(
         steps=end - start,
         dt=frame_time(scene),
         substeps=cs.substeps,
         colliders=built,
         contact_stiffness=cs.contact_stiffness,
         contact_thickness=cs.thickness,
-        pin_path=pin_path,
         solver=cs.solver.lower(),
     )
+    core_scene = dc.Scene(cloth, pin_path=_pin_path(pin_path, pins), **common)
     _check_start(core_scene, name, colliders + meshes, start)
-    loss = None
+    loss, refine = None, None
     if target_pos:
         loss, zero = _loss(targets, target_pos, start, context.evaluated_depsgraph_get, n_render)
         warnings += zero
+        if embedding is not None and need_targets and cs.refine_iterations:  # Refine: the cloth's own run
+            own = dc.Scene(
+                build_cloth(cs, render_verts, render_tris, render_pins),
+                pin_path=_pin_path(render_pin_path, render_pins),
+                **common,
+            )
+            refine = Setup(scene=own, loss=loss, posed_pins=dc.posed_pins(own, loss, PIN_SLACK))
         if embedding is not None:  # the targets pose the cloth; the loss measures it on the proxy's motion
             loss = EmbeddedLoss(loss, embedding)
     names = {f - start: t for f, (t, _) in target_pos.items()}
@@ -676,7 +684,21 @@ def gather(context, cloth_name=None, need_targets=True, use_active=True):
         embedding=embedding,
         render_tris=render_tris,
         n_render=n_render,
+        refine=refine,
     )
+
+
+def _pin_path(path, pins):
+    """The pins' world positions at every frame, or None where they stay where the mesh has them."""
+    path = _constant(np.array(path)) if len(pins) else None
+    return None if path is None or path.ndim == 2 else path
+
+
+def refined(cloth_obj):
+    """Whether the cloth's stored design was refined on the cloth itself (Refine): its arrays are
+    the cloth's, not its simulation mesh's."""
+    stored = cloth_obj.get(RESULT_KEY)
+    return bool(stored and stored.get("refined"))
 
 
 def render_positions(setup, x):
@@ -835,6 +857,8 @@ def store_result(setup, result):
         "initial_loss": float(result.initial_loss),
         "iterations": len(result.history),
         "reason": result.reason,
+        # the design is the cloth's own though it has a simulation mesh (Refine)
+        "refined": setup.embedding is None and proxy.wanted(setup.cloth_obj.diffcloth),
     }
     if sc.forces is not None:
         stored["forces"] = sc.forces.ravel()

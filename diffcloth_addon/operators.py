@@ -36,6 +36,13 @@ def prepare(context, kind, cloth_name=None, max_iter=None, use_active=True, with
             max_iter=max_iter or settings.max_iterations,
             within=within or settings.stop_within or None,
         )
+        if setup.refine is not None:  # then the design found through the proxy, on the cloth itself
+            job["refine"] = dict(
+                scene=setup.refine.scene,
+                loss=setup.refine.loss,
+                params=convert.params_from_settings(settings, setup.refine),
+                iterations=setup.cloth_obj.diffcloth.refine_iterations,
+            )
     return setup, job
 
 
@@ -51,6 +58,8 @@ def finish(context, setup, run):
     if cloth.mode == "EDIT":  # leaving Edit Mode would overwrite the bake with the edit mesh
         raise convert.InputError(f"cloth '{name}' was put in Edit Mode during the run; nothing was written")
     setup.cloth_obj = cloth  # an undo during the run reloads the data: look it up again
+    if getattr(run.result, "refined", False):  # Refine's result is the cloth's own motion and design
+        setup.scene, setup.embedding = setup.refine.scene, None
     motion = run.result if setup.kind == "simulate" else run.result.trajectory
     try:
         bake.bake(cloth, convert.render_positions(setup, motion.x), setup.start, setup.matrices)
@@ -69,7 +78,8 @@ def progress_text(setup, info):
         f", frame {int(f) + setup.start} {d[0] * 1e3:.1f} mm (largest {d[1] * 1e3:.1f})"
         for f, d in sorted(info.get("distances", {}).items(), key=lambda item: int(item[0]))
     )
-    return f"iteration {info['iteration']}: {info['normalized_loss']:.2e} of the start loss{keys}"
+    refining = " (Refine, on the cloth itself)" if info.get("refining") else ""
+    return f"iteration {info['iteration']}{refining}: {info['normalized_loss']:.2e} of the start loss{keys}"
 
 
 def reason_text(reason):

@@ -119,6 +119,15 @@ class DiffClothObjectSettings(bpy.types.PropertyGroup):
         min=0,
         soft_max=5000,
     )
+    refine_iterations: IntProperty(
+        name="Refine",
+        description="After optimizing through the simulation mesh, this many more iterations on the "
+        "cloth itself, from the design found (slow: each simulates the full cloth). The result is "
+        "then the cloth's own: later runs simulate the cloth itself until Discard Result. 0: off",
+        default=0,
+        min=0,
+        soft_max=20,
+    )
     settings_version: IntProperty(default=0, options={"HIDDEN"})
     pin_group: StringProperty(
         name="Pin Group",

@@ -123,7 +123,7 @@ class DIFFCLOTH_PT_cloth_shape(_RolePanel):
 
 class DIFFCLOTH_PT_cloth_proxy(_RolePanel):
     bl_label = "Simulation Mesh"
-    role, props = "CLOTH", ("sim_mesh", "proxy_vertices")
+    role, props = "CLOTH", ("sim_mesh", "proxy_vertices", "refine_iterations")
 
     def draw(self, context):
         _RolePanel.draw(self, context)  # not super(): tests draw panels on stand-in objects
@@ -221,6 +221,8 @@ def _draw_result(box, cloth, stored):
     """The optimized design kept on the cloth, beside the artist's own settings."""
     box.label(text="Optimized (used by Simulate)", icon="CHECKMARK")
     box.label(text=f"Loss {stored['initial_loss']:.4g} → {stored['loss']:.4g}, {stored['iterations']} iterations")
+    if stored.get("refined"):
+        box.label(text="Refined on the cloth itself: simulated without its simulation mesh", icon="INFO")
     for frame, (mean0, max0, mean1, max1) in stored.get("keyframes", {}).items():
         box.label(
             text=f"Frame {frame}: {mean0 * 1e3:.1f} → {mean1 * 1e3:.1f} mm (largest {max0 * 1e3:.1f} → "

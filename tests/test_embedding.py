@@ -6,6 +6,7 @@ import pytest
 
 import core as dc
 from core.embedding import EmbeddedLoss, Embedding
+from core.params import Design
 
 
 def proxy_and_render(offset=0.01):
@@ -87,3 +88,43 @@ def test_optimizing_through_the_proxy_reaches_render_mesh_keys():
     assert result.method == "gauss-newton"
     assert result.loss < 1e-6 * result.initial_loss
     assert np.allclose(result.params["v0"], (0.3, 0.0, 0.2), atol=5e-3)
+
+
+def test_a_proxy_design_carries_to_the_render_mesh():
+    """Refine's start: velocities and accelerations interpolated (a field linear in space exactly),
+    pins moved with their nearest proxy pin, stiffness scaled as the proxy's; the render mesh
+    simulated with it stays near the embedded proxy motion."""
+    pv, pt, rv, rt = proxy_and_render(offset=0.0)
+    emb = Embedding(rv, pv, pt)
+    fabric = dc.FABRICS["cotton"]
+    proxy_pins = [30, 35]
+    render_pins = [int(np.argmin(np.linalg.norm(rv - pv[p], axis=1))) for p in proxy_pins]
+    base = dc.Scene(fabric.cloth(pv, pt, pinned=proxy_pins), steps=8, dt=1 / 24)
+    render = dc.Scene(fabric.cloth(rv, rt, pinned=render_pins), steps=8, dt=1 / 24)
+    params = [dc.GlobalStiffness(), dc.InitialVelocity(), dc.KeyedForces(every=0.125, move_pins=True)]
+    design = Design(base, params)
+    rng = np.random.default_rng(2)
+    theta = design.theta0 + np.concatenate(
+        [[0.3, 0.0], [0.2, -0.1, 0.3], 0.5 * rng.normal(size=len(design.theta0) - 5)]
+    )
+    found = design.scene(theta)
+    linear = np.array([[0.5, -1.0, 0.2], [0.3, 0.1, -0.4], [1.0, 0.0, 0.7]])
+    found = found.replace(
+        forces=found.cloth.masses[None, :, None] * np.repeat((pv @ linear.T + [0.1, 0.2, 0.3])[None], 8, axis=0)
+    )
+    carried = emb.carry(base, found, render)
+    assert np.allclose(carried.v0, found.v0[0])
+    assert np.allclose(
+        carried.cloth.k_tension / render.cloth.k_tension, found.cloth.k_tension[0] / base.cloth.k_tension[0]
+    )
+    assert np.allclose(
+        carried.cloth.k_bending / render.cloth.k_bending, found.cloth.k_bending[0] / base.cloth.k_bending[0]
+    )
+    accel = carried.forces / carried.cloth.masses[None, :, None]
+    assert np.allclose(accel, (rv @ linear.T + [0.1, 0.2, 0.3])[None], atol=1e-12)
+    moved = carried.pin_path - rv[render_pins]
+    assert np.allclose(moved, found.pin_path - pv[proxy_pins]) and np.abs(moved).max() > 1e-3
+    proxy_motion = emb.apply(dc.simulate(found).x)
+    apart = np.linalg.norm(dc.simulate(carried).x - proxy_motion, axis=2)
+    alone = np.linalg.norm(dc.simulate(render).x - proxy_motion, axis=2)  # without the design: 42 mm
+    assert apart[-1].mean() < 0.3 * alone[-1].mean(), (apart[-1].mean(), alone[-1].mean())

@@ -169,3 +169,50 @@ def test_move_pins_moves_the_proxys_pins_for_a_copy_moved_as_a_whole(blank):
     warnings = operators.prepare(blank, "optimize")[0].warnings
     # 4.6 cm, not the 5 cm move: the cloth's pinned corners lie 1 cm inside the proxy's, and sag with it
     assert len(warnings) == 1 and "at frame 8 moves pinned vertices of 'Cloth' by up to 4.6 cm" in warnings[0]
+
+
+def test_refine_goes_on_from_the_proxys_design_on_the_cloth_itself(blank):
+    """Refine: after the proxy run, iterations on the cloth itself from the design found there; the
+    result is the cloth's own (Simulate & Bake reproduces it without the proxy) until Discard
+    Result."""
+    scene = blank.scene
+    scene.frame_start, scene.frame_end = 1, 8
+    cloth = render_cloth()
+    cloth.diffcloth.sim_mesh = coarse()
+    bpy.context.view_layer.objects.active = cloth
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    scene.frame_set(8)
+    assert bpy.ops.diffcloth.new_target() == {"FINISHED"}
+    target = bpy.data.objects["Cloth_target_f0008"]
+    x = np.array([v.co for v in target.data.vertices])
+    target.data.vertices.foreach_set(
+        "co", (x + [0.0, 0.0, 0.03] * (x[:, 2:] < np.median(x[:, 2]))).ravel()
+    )  # hem lifted
+    target.data.update()
+    scene.frame_set(1)
+    settings = scene.diffcloth
+    settings.opt_forces, settings.max_iterations = True, 2
+    bpy.context.view_layer.objects.active = cloth
+    assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
+    proxy_only = cloth["diffcloth_result"]["keyframes"]["8"][2]
+    assert not cloth["diffcloth_result"]["refined"]
+    assert bpy.ops.diffcloth.discard_result() == {"FINISHED"}
+
+    cloth.diffcloth.refine_iterations = 2
+    assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
+    stored = cloth["diffcloth_result"]
+    n = len(cloth.data.vertices)
+    assert stored["refined"] and len(stored["v0"]) == 3 * n and len(stored["forces"]) == 7 * n * 3
+    assert stored["iterations"] == 4
+    before, _, after, _ = stored["keyframes"]["8"]
+    assert before > 0.01 and after < proxy_only  # measured on the cloth itself: 15.0 → 13.98 mm (proxy: 14.08)
+    scene.frame_set(8)
+    baked = evaluated(cloth)
+    setup = convert().gather(blank, need_targets=False)
+    assert setup.embedding is None and setup.scene.cloth.n == n
+    assert any("refined on the cloth itself" in w for w in setup.warnings)
+    assert bpy.ops.diffcloth.simulate(converged=True) == {"FINISHED"}
+    scene.frame_set(8)
+    assert np.abs(evaluated(cloth) - baked).max() <= 1e-6
+    assert bpy.ops.diffcloth.discard_result() == {"FINISHED"}
+    assert convert().gather(blank, need_targets=False).embedding is not None
