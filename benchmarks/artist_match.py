@@ -219,11 +219,12 @@ def addon_scene(side, table=False):
     return cloth, top[[0, -1]]
 
 
-def addon_case(side, max_iter, pose, move_pins, within, table=False, proxy=None):
+def addon_case(side, max_iter, pose, move_pins, within, table=False, proxy=None, refine=0):
     """The add-on's Optimize on targets made with New Target from Cloth, then edited by hand
     (scene: addon_scene). proxy: Proxy Vertices (the cloth simulated through a proxy of about
     that many vertices, set before Simulate & Bake); the row then also names the proxy's vertex
-    count and Simulate & Bake's seconds."""
+    count and Simulate & Bake's seconds. refine: the proxy's Refine iterations (on the cloth
+    itself, after the proxy's run)."""
     import bpy
 
     ext.register()
@@ -231,7 +232,7 @@ def addon_case(side, max_iter, pose, move_pins, within, table=False, proxy=None)
         cloth, pins = addon_scene(side, table)
         s = bpy.context.scene
         if proxy is not None:
-            cloth.diffcloth.proxy_vertices = proxy
+            cloth.diffcloth.proxy_vertices, cloth.diffcloth.refine_iterations = proxy, refine
         t0 = time.perf_counter()
         assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
         simulate_s = time.perf_counter() - t0
@@ -255,7 +256,8 @@ def addon_case(side, max_iter, pose, move_pins, within, table=False, proxy=None)
         distances = {int(f): (v[2], v[3]) for f, v in stored["keyframes"].items()}
         out = report(
             f"{side}x{side} add-on{' over a table edge' if table else ''}"
-            f"{'' if proxy is None else f', proxy {proxy}'}, {pose} poses{'' if move_pins else ', fixed pins'}",
+            f"{'' if proxy is None else f', proxy {proxy}'}{f', Refine {refine}' if refine else ''}, {pose} poses"
+            f"{'' if move_pins else ', fixed pins'}",
             side,
             distances,
             stored["iterations"],
@@ -263,8 +265,11 @@ def addon_case(side, max_iter, pose, move_pins, within, table=False, proxy=None)
             stored["max_control_acceleration"],
             wall,
         )
-        if proxy is not None:  # the simulated mesh's vertices: the stored design's initial velocities
-            out.update(proxy_vertices=len(stored["v0"]) // 3, simulate_s=round(simulate_s, 2))
+        if proxy is not None:
+            from diffcloth.diffcloth_addon import convert
+
+            vertices = len(convert.rest_proxy(bpy.context, cloth, proxy)[0])
+            out.update(proxy_vertices=vertices, refine=refine, simulate_s=round(simulate_s, 2))
         return out
     finally:
         ext.unregister()

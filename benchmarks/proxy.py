@@ -15,7 +15,8 @@ cloth; the cloth follows it through core.embedding).
   vertex count, Simulate & Bake's seconds, Optimize's wall seconds (criterion ≤ 2 min), its
   iterations and why it stopped, per key the mean and largest distance (mm) of the cloth (the
   render mesh) from its target, whether every key's mean came within 10 mm, and the largest
-  control acceleration (g).
+  control acceleration (g). --refine N adds a row with the proxy nearest 1000 and N Refine
+  iterations on the full cloth after the proxy's run (stopping at Stop Within too).
 - Simulate & Bake through the proxy of --bake-proxy vertices (default: of --proxies the one
   nearest 1000, the add-on's default budget) against Blender's Cloth with its Cotton preset as it
   is (fabric.blender_run: Collision modifiers on the sphere and the floor, a frame is 1/24 s; its
@@ -29,7 +30,7 @@ cloth; the cloth follows it through core.embedding).
 JSON lines per case (also appended to --out), then a markdown table.
 
     .envs/py313-bpy5.2/bin/python benchmarks/proxy.py [--side 128] [--proxies 500 1000 2000] [--repeats 1]
-        [--bake-proxy 1000] [--max-iter 100] [--skip-blender] [--skip-optimize] [--out proxy.jsonl]
+        [--bake-proxy 1000] [--max-iter 100] [--refine 0] [--skip-blender] [--skip-optimize] [--out proxy.jsonl]
 """
 
 import argparse
@@ -58,10 +59,14 @@ LIMIT_S = 120.0  # Optimize's wall time (criterion for the default proxy)
 KEYS = (25, 49)  # Blender frames of the two keys (core frames 24 and 48)
 
 
-def optimize_case(side, budget, max_iter, move_pins):
-    """The artist's round trip through a proxy of about `budget` vertices (artist_match.addon_case;
-    Stop Within is a length property, in metres)."""
-    out = dict(proxy=budget, **addon_case(side, max_iter, "whole", move_pins, WITHIN_MM * 1e-3, proxy=budget))
+def optimize_case(side, budget, max_iter, move_pins, refine=0):
+    """The artist's round trip through a proxy of about `budget` vertices, then `refine` Refine
+    iterations on the cloth itself (artist_match.addon_case; Stop Within is a length property,
+    in metres)."""
+    out = dict(
+        proxy=budget,
+        **addon_case(side, max_iter, "whole", move_pins, WITHIN_MM * 1e-3, proxy=budget, refine=refine),
+    )
     out["meets"]["in_time"] = out["wall_s"] <= LIMIT_S
     return out
 
@@ -178,8 +183,10 @@ def table(rows):
         ]
         for r in optimized:
             keys = " | ".join(f"{r['mean_mm'][str(f)]} / {r['largest_mm'][str(f)]}" for f in KEYS)
+            refine = f" + Refine {r['refine']}" if r.get("refine") else ""
             out.append(
-                f"| {r['proxy']} | {r['proxy_vertices']} | {r['simulate_s']} | "
+                f"| {r['proxy']}{refine} | {r['proxy_vertices']} | "
+                f"{r['simulate_s']} | "
                 f"{r['wall_s']} | {r['iterations']} | {r['reason'].split(':')[0]} | {keys} | "
                 f"{'yes' if r['meets']['within_1cm'] else 'no'} | {'yes' if r['meets']['in_time'] else 'no'} | "
                 f"{r['max_control_g']} |"
@@ -209,11 +216,15 @@ def main():
     )
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--max-iter", type=int, default=100)
+    ap.add_argument(
+        "--refine", type=int, default=0, help="also optimize with this many Refine iterations (proxy nearest 1000)"
+    )
     ap.add_argument("--skip-blender", action="store_true", help="no Simulate & Bake comparison")
     ap.add_argument("--skip-optimize", action="store_true", help="no optimizations")
     ap.add_argument("--out", type=pathlib.Path, help="append the JSON lines to this file too")
     args = ap.parse_args()
     rows = []
+    default_budget = min(args.proxies, key=lambda p: abs(p - proxy.DEFAULT_BUDGET))  # of --proxies, nearest 1000
 
     def emit(row):
         line = json.dumps(row)
@@ -227,9 +238,10 @@ def main():
         move_pins = default_settings()["move_pins"]
         for budget in args.proxies:
             emit(optimize_case(args.side, budget, args.max_iter, move_pins))
+        if args.refine:
+            emit(optimize_case(args.side, default_budget, args.max_iter, move_pins, args.refine))
     if not args.skip_blender:
-        budget = args.bake_proxy or min(args.proxies, key=lambda p: abs(p - proxy.DEFAULT_BUDGET))
-        emit(bake_case(args.side, budget, args.repeats))
+        emit(bake_case(args.side, args.bake_proxy or default_budget, args.repeats))
     print()
     print(table(rows))
 

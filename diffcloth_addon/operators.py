@@ -38,7 +38,7 @@ def prepare(context, kind, cloth_name=None, max_iter=None, use_active=True, with
         )
         if setup.refine is not None:  # then the design found through the proxy, on the cloth itself
             job["refine"] = dict(
-                scene=setup.refine.scene,
+                scene=setup.refine.scene.replace(solver=convert.OPTIMIZE_SOLVER),
                 loss=setup.refine.loss,
                 params=convert.params_from_settings(settings, setup.refine),
                 iterations=setup.cloth_obj.diffcloth.refine_iterations,

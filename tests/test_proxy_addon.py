@@ -178,6 +178,7 @@ def test_refine_goes_on_from_the_proxys_design_on_the_cloth_itself(blank):
     scene = blank.scene
     scene.frame_start, scene.frame_end = 1, 8
     cloth = render_cloth()
+    cloth.diffcloth.solver = "LINEARIZED"  # the default: Optimize and Refine simulate converged steps
     cloth.diffcloth.sim_mesh = coarse()
     bpy.context.view_layer.objects.active = cloth
     assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
