@@ -270,6 +270,8 @@ def addon_case(side, max_iter, pose, move_pins, within, table=False, proxy=None,
 
             vertices = len(convert.rest_proxy(bpy.context, cloth, proxy)[0])
             out.update(proxy_vertices=vertices, refine=refine, simulate_s=round(simulate_s, 2))
+            if refine:  # the cloth itself simulated with the proxy's design, before Refine's iterations
+                out["refine_start_mm"] = {k: round(v[0] * 1e3, 1) for k, v in stored["refine_start"].items()}
         return out
     finally:
         ext.unregister()

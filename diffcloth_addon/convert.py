@@ -868,6 +868,8 @@ def store_result(setup, result):
             stored["pin_offset"] = offset.ravel()
     # per keyframe (scene frame): mean and largest distance (m) before, then after
     stored["keyframes"] = {str(f + setup.start): list(d) for f, d in result.keyframes.items()}
+    if getattr(result, "refined", False):  # the cloth itself with the proxy's design: where Refine started
+        stored["refine_start"] = {str(f + setup.start): list(d) for f, d in result.carried_distances.items()}
     stored["max_control_acceleration"] = sc.max_control_acceleration()
     replace_property(setup.cloth_obj, RESULT_KEY, stored)
 

@@ -90,8 +90,12 @@ def reason_text(reason):
 def summary(setup, result):
     if setup.kind == "simulate":
         return f"Simulated and baked {len(result.x)} frames of '{setup.cloth_name}'"
+    carried = getattr(result, "carried_distances", None) if getattr(result, "refined", False) else None
     keys = "; ".join(
-        f"frame {f + setup.start} {d[0] * 1e3:.1f} → {d[2] * 1e3:.1f} mm" for f, d in result.keyframes.items()
+        f"frame {f + setup.start} {d[0] * 1e3:.1f} → "
+        + ("" if carried is None else f"{carried[f][0] * 1e3:.1f} on the cloth itself, Refine → ")
+        + f"{d[2] * 1e3:.1f} mm"
+        for f, d in result.keyframes.items()
     )
     return (
         f"'{setup.cloth_name}': loss {result.initial_loss:.4g} → {result.loss:.4g} "

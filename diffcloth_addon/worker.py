@@ -82,11 +82,9 @@ def _refine(core, job, found, report, cancelled):
         within=job["within"],
     )
     result.history = found.history + [more(h) for h in result.history]
-    result.initial_loss, result.initial_distances, result.refined = (
-        found.initial_loss,
-        found.initial_distances,
-        True,
-    )
+    # the keys' distances of the cloth itself simulated with the proxy's design: what Refine started from
+    result.carried_distances = result.initial_distances
+    result.initial_loss, result.initial_distances, result.refined = found.initial_loss, found.initial_distances, True
     return result
 
 

@@ -205,6 +205,7 @@ def test_refine_goes_on_from_the_proxys_design_on_the_cloth_itself(blank):
     n = len(cloth.data.vertices)
     assert stored["refined"] and len(stored["v0"]) == 3 * n and len(stored["forces"]) == 7 * n * 3
     assert stored["iterations"] == 4
+    assert stored["refine_start"]["8"][0] > 0.0  # the cloth itself with the proxy's design
     before, _, after, _ = stored["keyframes"]["8"]
     assert before > 0.01 and after < proxy_only  # measured on the cloth itself: 15.0 → 13.98 mm (proxy: 14.08)
     scene.frame_set(8)
