@@ -78,6 +78,6 @@ PRESETS = {
         Fabric(0.06, 23.0, 1.5e-6, 2.1, "Silk"),
         Fabric(0.4, 220.0, 1e-3, 0.32, "Denim"),
         Fabric(0.9, 2000.0, 7e-4, 0.79, "Leather"),
-        Fabric(1.2, 70.0, 1.25e-4, 0.105, "Rubber"),
+        Fabric(1.2, 118.0, 1.25e-4, 0.105, "Rubber"),
     )
 }
