@@ -74,9 +74,10 @@ def diffcloth_cloth(obj, preset):
     assert bpy.ops.diffcloth.fabric_preset(cloth=obj.name, preset=preset) == {"FINISHED"}
 
 
-def blender_run(obj, preset):
+def blender_run(obj, preset, self_collision=None):
     """Blender's Cloth on obj with its own preset (None: its defaults), stepped through the frames:
-    seconds and the last frame's world positions."""
+    seconds and the last frame's world positions. self_collision: (distance m, friction) to turn
+    its Self Collisions on with."""
     scene = bpy.context.scene
     for other in scene.objects:
         if other.diffcloth.role in ("SPHERE", "PLANE") and not other.modifiers:
@@ -86,6 +87,9 @@ def blender_run(obj, preset):
         source = (PRESETS / f"{preset.title()}.py").read_text().replace("bpy.context.cloth", "cloth")
         exec(compile(source, preset, "exec"), {"bpy": bpy, "cloth": mod})
     mod.settings.time_scale = math.sqrt(1000.0) / FPS
+    if self_collision is not None:
+        cs = mod.collision_settings
+        cs.use_self_collision, (cs.self_distance_min, cs.self_friction) = True, self_collision
     mod.settings.vertex_group_mass = "pin"
     mod.point_cache.frame_start, mod.point_cache.frame_end = 1, FRAMES + 1
     scene.frame_set(1)

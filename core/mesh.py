@@ -1,6 +1,7 @@
 """Triangle meshes to edges, hinges, bending springs and lumped masses."""
 
 import numpy as np
+from scipy.spatial import cKDTree
 
 
 def grid(n, m, size=1.0):
@@ -113,3 +114,52 @@ def lumped_masses(verts, tris, total_mass):
     area = triangle_areas(verts, tris)
     m = np.bincount(tris.ravel(), weights=np.repeat(area / 3.0, 3), minlength=len(verts))
     return m * (total_mass / area.sum())
+
+
+def crossing_pairs(x, tris):
+    """The pairs of triangles (K,2), each sorted, that pass through each other at positions x: an
+    edge of one crosses the other, whose vertices it does not share. What self-collision keeps at
+    zero. Broad phase: edge midpoints against triangle centroids within their reaches (one
+    cKDTree traversal); narrow phase: a segment–triangle test (Möller–Trumbore), vectorized."""
+    x = np.asarray(x, dtype=np.float64)
+    tris = np.asarray(tris, dtype=np.int64).reshape(-1, 3)
+    unique, _ = edges(tris)
+    corners = x[tris]
+    centroids = corners.mean(axis=1)
+    reach = np.linalg.norm(corners - centroids[:, None], axis=2).max(axis=1)
+    a, b = x[unique[:, 0]], x[unique[:, 1]]
+    half = np.linalg.norm(b - a, axis=1) / 2
+    pairs = cKDTree(centroids).sparse_distance_matrix(
+        cKDTree((a + b) / 2), float(reach.max() + half.max()), output_type="ndarray"
+    )
+    t, k = pairs["i"].astype(np.int64), pairs["j"].astype(np.int64)
+    near = (pairs["v"] <= reach[t] + half[k]) & ~(
+        (tris[t] == unique[k, :1]).any(axis=1) | (tris[t] == unique[k, 1:]).any(axis=1)
+    )
+    t, k = t[near], k[near]
+    p0, e1, e2 = corners[t, 0], corners[t, 1] - corners[t, 0], corners[t, 2] - corners[t, 0]
+    d, s = b[k] - a[k], a[k] - p0
+    h = np.cross(d, e2)
+    det = np.einsum("ij,ij->i", e1, h)
+    scale = np.linalg.norm(d, axis=1) * np.linalg.norm(e1, axis=1) * np.linalg.norm(e2, axis=1)
+    ok = np.abs(det) > 1e-12 * scale  # an edge in the triangle's plane: no crossing
+    inv = np.where(ok, 1.0 / np.where(ok, det, 1.0), 0.0)
+    q = np.cross(s, e1)
+    u = inv * np.einsum("ij,ij->i", s, h)
+    v = inv * np.einsum("ij,ij->i", d, q)
+    along = inv * np.einsum("ij,ij->i", e2, q)
+    hit = ok & (u >= 0) & (v >= 0) & (u + v <= 1) & (along >= 0) & (along <= 1)
+    # each crossing edge's triangles (one or two) cross the triangle it passes through
+    own = np.sort(np.concatenate([tris[:, [0, 1]], tris[:, [1, 2]], tris[:, [2, 0]]]), axis=1)
+    slot = np.searchsorted(unique[:, 0] * len(x) + unique[:, 1], own[:, 0] * len(x) + own[:, 1])
+    owner = np.tile(np.arange(len(tris)), 3)
+    by_edge = np.argsort(slot, kind="stable")
+    first = np.searchsorted(slot[by_edge], np.arange(len(unique)))
+    count = np.bincount(slot, minlength=len(unique))
+    out = []
+    for j in range(2):  # an edge's first and (where it has one) second triangle
+        has = hit & (count[k] > j)
+        other = owner[by_edge[first[k[has]] + j]]
+        out.append(np.sort(np.column_stack([t[has], other]), axis=1))
+    found = np.concatenate(out) if out else np.zeros((0, 2), np.int64)
+    return np.unique(found, axis=0) if len(found) else np.zeros((0, 2), np.int64)

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import core as dc
+from core.mesh import crossing_pairs
 
 
 def expected_counts(n, m):
@@ -81,3 +82,46 @@ def test_rest_lengths_from_rest_mesh():
     e = cloth.edges
     assert np.allclose(cloth.rest_lengths, np.linalg.norm(verts[e[:, 0]] - verts[e[:, 1]], axis=1))
     assert set(np.round(cloth.rest_lengths[: cloth.n_tension], 6)) == {0.5, round(np.sqrt(0.5), 6)}
+
+
+def _crossings_by_brute_force(x, tris):
+    """Every (triangle, edge of another triangle) pair, the segment–plane crossing point tested
+    for lying in the triangle by its barycentric coordinates: a different test from the one under
+    test, and quadratic."""
+    found = set()
+    for t, tri in enumerate(tris):
+        p0, p1, p2 = x[tri]
+        n = np.cross(p1 - p0, p2 - p0)
+        for u, other in enumerate(tris):
+            for i, j in ((0, 1), (1, 2), (2, 0)):
+                a, b = other[i], other[j]
+                if a in tri or b in tri:
+                    continue
+                da, db = (x[a] - p0) @ n, (x[b] - p0) @ n
+                if da * db > 0 or da == db:
+                    continue
+                p = x[a] + (x[b] - x[a]) * (da / (da - db))
+                m = np.column_stack([p1 - p0, p2 - p0])
+                w = np.linalg.lstsq(m, p - p0, rcond=None)[0]
+                if w.min() >= 0 and w.sum() <= 1:
+                    found.add(tuple(sorted((t, u))))
+    return np.array(sorted(found), dtype=np.int64).reshape(-1, 2)
+
+
+def test_crossing_pairs_finds_triangles_passing_through_each_other():
+    v, f = dc.grid(6, 6, 1.0)
+    tris = dc.triangulate(f)
+    assert len(crossing_pairs(v, tris)) == 0  # flat
+    folded = v.copy()
+    right = folded[:, 0] > 0.05
+    folded[right, 2] = 0.05  # a step up, layers apart
+    folded[right, 0] = 0.1 - folded[right, 0]  # folded back over the left half, 5 cm above it
+    assert len(crossing_pairs(folded, tris)) == 0
+    folded[right, 2] = 0.05 - 0.2 * (folded[right, 0] + 0.5)  # its far edge pushed through the left half
+    assert len(crossing_pairs(folded, tris)) > 0
+    rng = np.random.default_rng(3)
+    for _ in range(3):  # crumpled: many crossings
+        x = v + rng.normal(scale=0.15, size=v.shape)
+        expected = _crossings_by_brute_force(x, tris)
+        assert len(expected) > 5
+        assert np.array_equal(crossing_pairs(x, tris), expected)
