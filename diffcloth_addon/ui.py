@@ -8,7 +8,7 @@ import bpy
 import numpy as np
 
 from .. import core as dc
-from . import convert
+from . import convert, proxy
 from .colliders import collision_objects
 
 
@@ -123,10 +123,13 @@ class DIFFCLOTH_PT_cloth_shape(_RolePanel):
 
 class DIFFCLOTH_PT_cloth_proxy(_RolePanel):
     bl_label = "Simulation Mesh"
-    role, props = "CLOTH", ("sim_mesh", "proxy_vertices", "refine_iterations")
+    role, props = "CLOTH", ("sim_mesh", "proxy_vertices")
 
     def draw(self, context):
         _RolePanel.draw(self, context)  # not super(): tests draw panels on stand-in objects
+        row = _split(self.layout).row()
+        row.active = proxy.wanted(context.object.diffcloth)  # Refine follows a run through a proxy
+        row.prop(context.object.diffcloth, "refine_iterations")
         self.layout.operator("diffcloth.make_proxy", icon="MOD_DECIM").cloth = context.object.name
 
 

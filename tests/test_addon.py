@@ -521,7 +521,7 @@ def test_every_panel_draws_with_and_without_a_setup(posed, blank):
     blank.view_layer.objects.active = None
     assert "role" not in draw_all(blank)  # no active object: only the scene's run
     for obj, expected in (
-        (cloth, {"role", "mass", "tension", "bending", "pin_group", "contact_stiffness"}),
+        (cloth, {"role", "mass", "tension", "bending", "pin_group", "contact_stiffness", "refine_iterations"}),
         (target, {"role", "cloth", "weight", "weight_group"}),
     ):
         blank.view_layer.objects.active = obj
