@@ -20,11 +20,13 @@ optimize's methods; --magnitude, --smoothness, --every replace the add-on's regu
 Within; default: run until the optimizer stops). --poses: "whole" edits the copies as a whole
 (the issue's keys; the pinned corners move with them, which no control force can follow: the
 add-on's Move Pins, on by default, lets the control move those pins too), "pins-kept" the same edits faded out within 0.3 m of the pins, as an artist keeps
-them in place with proportional editing. --fixed-pins turns Move Pins off.
+them in place with proportional editing. --fixed-pins turns Move Pins off. --cape: the cape sample
+scene through the add-on (a mesh collider, Collision physics), its hem posed at two keys: flared
+out behind the body, and swung along its side.
 
     .envs/py313-bpy5.2/bin/python benchmarks/artist_match.py [--sizes 32 64] [--max-iter 100] [--no-addon]
         [--methods auto l-bfgs-b] [--magnitude 1e-6] [--smoothness 1e-4] [--every 0.25] [--poses whole pins-kept]
-        [--fixed-pins] [--within 10]
+        [--fixed-pins] [--within 10] [--cape]
 """
 
 import argparse
@@ -277,21 +279,79 @@ def addon_case(side, max_iter, pose, move_pins, within, table=False, proxy=None,
         ext.unregister()
 
 
+# the cape's hem moved at frames 13 and 25 (smoothly from nothing at the shoulders): flared out
+# behind the body and up, or swung along its side
+CAPE_POSES = {
+    "flare": {13: (0.0, -0.06, 0.02), 25: (0.03, -0.04, 0.0)},
+    "along": {13: (0.08, 0.0, 0.0), 25: (-0.06, -0.05, 0.03)},
+}
+
+
+def cape_case(pose, max_iter, within):
+    """The cape sample scene (a 12×12 cape pinned at the shoulders of a body swaying by shape keys,
+    Collision physics with Friction 20), through the add-on: Simulate & Bake, New Target at frames
+    13 and 25, the hem posed (CAPE_POSES) in world space, Control Forces, Optimize."""
+    import bpy
+
+    ext.register()
+    try:
+        bpy.ops.wm.open_mainfile(filepath=str(HERE.parent / "sample_scenes" / "cape.blend"))
+        s = bpy.context.scene
+        cloth = bpy.data.objects["Cape"]
+        for t in [o for o in s.objects if o.diffcloth.role == "TARGET"]:  # the sample's own key
+            bpy.data.objects.remove(t)
+        bpy.context.view_layer.objects.active = cloth
+        assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+        for frame, shift in CAPE_POSES[pose].items():
+            s.frame_set(frame)
+            before = set(bpy.data.objects)
+            assert bpy.ops.diffcloth.new_target() == {"FINISHED"}
+            (target,) = set(bpy.data.objects) - before
+            mw = np.array(target.matrix_world)
+            x = np.array([v.co for v in target.data.vertices]) @ mw[:3, :3].T + mw[:3, 3]
+            w = np.clip((x[:, 2].max() - x[:, 2]) / np.ptp(x[:, 2]), 0.0, 1.0)
+            x = x + (w * w * (3 - 2 * w))[:, None] * np.array(shift)  # smoothstep from the shoulders
+            inv = np.linalg.inv(mw)
+            target.data.vertices.foreach_set("co", (x @ inv[:3, :3].T + inv[:3, 3]).ravel())
+            target.data.update()
+        s.frame_set(1)
+        d = s.diffcloth
+        d.opt_tension, d.opt_forces, d.max_iterations, d.stop_within = False, True, max_iter, within or 0.0
+        bpy.context.view_layer.objects.active = cloth
+        t0 = time.perf_counter()
+        assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
+        wall = time.perf_counter() - t0
+        stored = cloth["diffcloth_result"]
+        distances = {int(f): (v[2], v[3]) for f, v in stored["keyframes"].items()}
+        return report(
+            f"cape on a swaying body (Collision physics), {pose} poses",
+            12,
+            distances,
+            stored["iterations"],
+            stored["reason"],
+            stored["max_control_acceleration"],
+            wall,
+        )
+    finally:
+        ext.unregister()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--sizes", type=int, nargs="+", default=[32, 64])
+    ap.add_argument("--sizes", type=int, nargs="*", default=[32, 64])
     ap.add_argument("--max-iter", type=int, default=100)
     ap.add_argument("--no-addon", action="store_true")
     ap.add_argument("--methods", nargs="+", default=["auto"], choices=("auto", "gauss-newton", "l-bfgs-b"))
     ap.add_argument("--magnitude", type=float)
     ap.add_argument("--smoothness", type=float)
     ap.add_argument("--every", type=float)
-    ap.add_argument("--poses", nargs="+", default=["whole", "pins-kept"], choices=("whole", "pins-kept"))
+    ap.add_argument("--poses", nargs="*", default=["whole", "pins-kept"], choices=("whole", "pins-kept"))
     ap.add_argument("--fixed-pins", action="store_true", help="Move Pins off: the pins stay where the cloth holds them")
     ap.add_argument("--within", type=float, metavar="MM", help="stop once both keys are this close (Stop Within)")
     ap.add_argument("--springs", action="store_true", help="the cloth of earlier versions (0.5 kg, tension 20)")
     ap.add_argument("--table", action="store_true", help="the add-on case over a table edge (Collision physics)")
     ap.add_argument("--preview-poses", action="store_true", help="core cases: the keys posed on the linearized preview")
+    ap.add_argument("--cape", action="store_true", help="the add-on case on the cape sample scene (a mesh collider)")
     args = ap.parse_args()
     global SPRINGS, PREVIEW_POSES
     SPRINGS, PREVIEW_POSES = args.springs, args.preview_poses
@@ -310,6 +370,9 @@ def main():
             print(json.dumps(addon_case(20, args.max_iter, pose, controls["move_pins"], within)), flush=True)
         if args.table:
             print(json.dumps(addon_case(20, args.max_iter, pose, controls["move_pins"], within, True)), flush=True)
+    if args.cape:
+        for pose in CAPE_POSES:
+            print(json.dumps(cape_case(pose, args.max_iter, within)), flush=True)
 
 
 if __name__ == "__main__":
