@@ -221,6 +221,46 @@ def addon_scene(side, table=False):
     return cloth, top[[0, -1]]
 
 
+def pose_target(cloth, frame, edit):
+    """New Target from Cloth at Blender frame `frame`, posed by hand: edit maps the copy's world
+    positions to the posed ones."""
+    import bpy
+
+    bpy.context.scene.frame_set(frame)
+    bpy.context.view_layer.objects.active = cloth
+    before = set(bpy.data.objects)
+    assert bpy.ops.diffcloth.new_target() == {"FINISHED"}
+    (target,) = set(bpy.data.objects) - before
+    mw = np.array(target.matrix_world)
+    x = edit(np.array([v.co for v in target.data.vertices]) @ mw[:3, :3].T + mw[:3, 3])
+    inv = np.linalg.inv(mw)
+    target.data.vertices.foreach_set("co", (x @ inv[:3, :3].T + inv[:3, 3]).ravel())
+    target.data.update()
+
+
+def optimized_row(cloth, name, side, max_iter, within, move_pins=None):
+    """The add-on's Optimize from frame 1 with Control Forces (no stiffness), Max Iterations, Stop
+    Within and (unless None) Move Pins set: the row (report) and the result stored on the cloth."""
+    import bpy
+
+    s = bpy.context.scene
+    s.frame_set(1)
+    d = s.diffcloth
+    d.opt_tension, d.opt_forces, d.max_iterations, d.stop_within = False, True, max_iter, within or 0.0
+    if move_pins is not None:
+        d.force_move_pins = move_pins
+    bpy.context.view_layer.objects.active = cloth
+    t0 = time.perf_counter()
+    assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
+    wall = time.perf_counter() - t0
+    stored = cloth["diffcloth_result"]
+    distances = {int(f): (v[2], v[3]) for f, v in stored["keyframes"].items()}
+    row = report(
+        name, side, distances, stored["iterations"], stored["reason"], stored["max_control_acceleration"], wall
+    )
+    return row, stored
+
+
 def addon_case(side, max_iter, pose, move_pins, within, table=False, proxy=None, refine=0):
     """The add-on's Optimize on targets made with New Target from Cloth, then edited by hand
     (scene: addon_scene). proxy: Proxy Vertices (the cloth simulated through a proxy of about
@@ -232,41 +272,19 @@ def addon_case(side, max_iter, pose, move_pins, within, table=False, proxy=None,
     ext.register()
     try:
         cloth, pins = addon_scene(side, table)
-        s = bpy.context.scene
         if proxy is not None:
             cloth.diffcloth.proxy_vertices, cloth.diffcloth.refine_iterations = proxy, refine
         t0 = time.perf_counter()
         assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
         simulate_s = time.perf_counter() - t0
         for frame, edit in edits(pins, pose).items():
-            frame += 1  # Blender's frame 1 is the start
-            s.frame_set(frame)
-            bpy.context.view_layer.objects.active = cloth
-            assert bpy.ops.diffcloth.new_target() == {"FINISHED"}
-            target = bpy.data.objects[f"Cloth_target_f{frame:04d}"]
-            x = np.array([v.co for v in target.data.vertices])
-            target.data.vertices.foreach_set("co", edit(x).ravel())  # posed by hand
-            target.data.update()
-        s.frame_set(1)
-        s.diffcloth.opt_tension, s.diffcloth.opt_forces, s.diffcloth.max_iterations = False, True, max_iter
-        s.diffcloth.force_move_pins, s.diffcloth.stop_within = move_pins, within or 0.0
-        bpy.context.view_layer.objects.active = cloth
-        t0 = time.perf_counter()
-        assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
-        wall = time.perf_counter() - t0
-        stored = cloth["diffcloth_result"]
-        distances = {int(f): (v[2], v[3]) for f, v in stored["keyframes"].items()}
-        out = report(
+            pose_target(cloth, frame + 1, edit)  # Blender's frame 1 is the start
+        name = (
             f"{side}x{side} add-on{' over a table edge' if table else ''}"
             f"{'' if proxy is None else f', proxy {proxy}'}{f', Refine {refine}' if refine else ''}, {pose} poses"
-            f"{'' if move_pins else ', fixed pins'}",
-            side,
-            distances,
-            stored["iterations"],
-            stored["reason"],
-            stored["max_control_acceleration"],
-            wall,
+            f"{'' if move_pins else ', fixed pins'}"
         )
+        out, stored = optimized_row(cloth, name, side, max_iter, within, move_pins)
         if proxy is not None:
             from diffcloth.diffcloth_addon import convert
 
@@ -293,45 +311,25 @@ def cape_case(pose, max_iter, within):
     13 and 25, the hem posed (CAPE_POSES) in world space, Control Forces, Optimize."""
     import bpy
 
+    def hem(shift):
+        def edit(x):
+            w = np.clip((x[:, 2].max() - x[:, 2]) / np.ptp(x[:, 2]), 0.0, 1.0)
+            return x + (w * w * (3 - 2 * w))[:, None] * np.array(shift)  # smoothstep from the shoulders
+
+        return edit
+
     ext.register()
     try:
         bpy.ops.wm.open_mainfile(filepath=str(HERE.parent / "sample_scenes" / "cape.blend"))
-        s = bpy.context.scene
         cloth = bpy.data.objects["Cape"]
-        for t in [o for o in s.objects if o.diffcloth.role == "TARGET"]:  # the sample's own key
+        for t in [o for o in bpy.context.scene.objects if o.diffcloth.role == "TARGET"]:  # the sample's own key
             bpy.data.objects.remove(t)
         bpy.context.view_layer.objects.active = cloth
         assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
         for frame, shift in CAPE_POSES[pose].items():
-            s.frame_set(frame)
-            before = set(bpy.data.objects)
-            assert bpy.ops.diffcloth.new_target() == {"FINISHED"}
-            (target,) = set(bpy.data.objects) - before
-            mw = np.array(target.matrix_world)
-            x = np.array([v.co for v in target.data.vertices]) @ mw[:3, :3].T + mw[:3, 3]
-            w = np.clip((x[:, 2].max() - x[:, 2]) / np.ptp(x[:, 2]), 0.0, 1.0)
-            x = x + (w * w * (3 - 2 * w))[:, None] * np.array(shift)  # smoothstep from the shoulders
-            inv = np.linalg.inv(mw)
-            target.data.vertices.foreach_set("co", (x @ inv[:3, :3].T + inv[:3, 3]).ravel())
-            target.data.update()
-        s.frame_set(1)
-        d = s.diffcloth
-        d.opt_tension, d.opt_forces, d.max_iterations, d.stop_within = False, True, max_iter, within or 0.0
-        bpy.context.view_layer.objects.active = cloth
-        t0 = time.perf_counter()
-        assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
-        wall = time.perf_counter() - t0
-        stored = cloth["diffcloth_result"]
-        distances = {int(f): (v[2], v[3]) for f, v in stored["keyframes"].items()}
-        return report(
-            f"cape on a swaying body (Collision physics), {pose} poses",
-            12,
-            distances,
-            stored["iterations"],
-            stored["reason"],
-            stored["max_control_acceleration"],
-            wall,
-        )
+            pose_target(cloth, frame, hem(shift))
+        name = f"cape on a swaying body (Collision physics), {pose} poses"
+        return optimized_row(cloth, name, 12, max_iter, within)[0]
     finally:
         ext.unregister()
 

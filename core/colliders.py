@@ -14,6 +14,8 @@ kind.
 import numpy as np
 from scipy.spatial import cKDTree
 
+from .mesh import centroids_and_reach
+
 
 def _pose(value, what):
     arr = np.array(value, dtype=np.float64)
@@ -221,9 +223,7 @@ class MeshCollider(Collider):
         static mesh's are built once)."""
         if self._tree is not None and self.vertices.ndim == 2:
             return self._tree
-        corners = verts[self.tris]
-        centroids = corners.mean(axis=1)
-        reach = np.linalg.norm(corners - centroids[:, None], axis=2).max(axis=1)
+        centroids, reach = centroids_and_reach(verts, self.tris)
         out = (cKDTree(centroids), reach)
         if self.vertices.ndim == 2:
             self._tree = out

@@ -106,12 +106,9 @@ class Embedding:
             changes["forces"] = cloth.masses[None, :, None] * self.interpolate(accel)
         pinned, render_pinned = proxy_base.cloth.pinned, cloth.pinned
         if proxy_design.pin_path is not None and len(pinned) and len(render_pinned):
-            offset = proxy_design.pin_path - np.array(
-                [proxy_base.pins_at(f * proxy_base.substeps) for f in range(proxy_base.steps + 1)]
-            )
+            offset = proxy_design.pin_path - proxy_base.pin_frames
             nearest = cKDTree(proxy_base.x0[pinned]).query(render_scene.x0[render_pinned])[1]
-            base = np.array([render_scene.pins_at(f * render_scene.substeps) for f in range(render_scene.steps + 1)])
-            changes["pin_path"] = base + offset[:, nearest]
+            changes["pin_path"] = render_scene.pin_frames + offset[:, nearest]
         return render_scene.replace(**changes)
 
 

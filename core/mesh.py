@@ -116,28 +116,38 @@ def lumped_masses(verts, tris, total_mass):
     return m * (total_mass / area.sum())
 
 
+def centroids_and_reach(x, tris):
+    """Each triangle's centroid (T,3) and its largest centroid-to-corner distance (T,): a triangle
+    lies within its reach of its centroid (what the cKDTree broad phases search by)."""
+    corners = x[tris]
+    centroids = corners.mean(axis=1)
+    return centroids, np.linalg.norm(corners - centroids[:, None], axis=2).max(axis=1)
+
+
 def crossing_pairs(x, tris):
     """The pairs of triangles (K,2), each sorted, that pass through each other at positions x: an
     edge of one crosses the other, whose vertices it does not share. What self-collision keeps at
-    zero. Broad phase: edge midpoints against triangle centroids within their reaches (one
-    cKDTree traversal); narrow phase: a segment–triangle test (Möller–Trumbore), vectorized."""
+    zero. Broad phase: every triangle's edge midpoints against triangle centroids within their
+    reaches (one cKDTree traversal); narrow phase: a segment–triangle test (Möller–Trumbore),
+    vectorized."""
     x = np.asarray(x, dtype=np.float64)
     tris = np.asarray(tris, dtype=np.int64).reshape(-1, 3)
-    unique, _ = edges(tris)
-    corners = x[tris]
-    centroids = corners.mean(axis=1)
-    reach = np.linalg.norm(corners - centroids[:, None], axis=2).max(axis=1)
-    a, b = x[unique[:, 0]], x[unique[:, 1]]
+    # each triangle's own edges (an interior edge twice, once for each of its triangles)
+    ends = np.concatenate([tris[:, [0, 1]], tris[:, [1, 2]], tris[:, [2, 0]]])
+    owner = np.tile(np.arange(len(tris)), 3)
+    centroids, reach = centroids_and_reach(x, tris)
+    a, b = x[ends[:, 0]], x[ends[:, 1]]
     half = np.linalg.norm(b - a, axis=1) / 2
     pairs = cKDTree(centroids).sparse_distance_matrix(
         cKDTree((a + b) / 2), float(reach.max() + half.max()), output_type="ndarray"
     )
     t, k = pairs["i"].astype(np.int64), pairs["j"].astype(np.int64)
     near = (pairs["v"] <= reach[t] + half[k]) & ~(
-        (tris[t] == unique[k, :1]).any(axis=1) | (tris[t] == unique[k, 1:]).any(axis=1)
+        (tris[t] == ends[k, :1]).any(axis=1) | (tris[t] == ends[k, 1:]).any(axis=1)
     )
     t, k = t[near], k[near]
-    p0, e1, e2 = corners[t, 0], corners[t, 1] - corners[t, 0], corners[t, 2] - corners[t, 0]
+    corners = x[tris[t]]
+    p0, e1, e2 = corners[:, 0], corners[:, 1] - corners[:, 0], corners[:, 2] - corners[:, 0]
     d, s = b[k] - a[k], a[k] - p0
     h = np.cross(d, e2)
     det = np.einsum("ij,ij->i", e1, h)
@@ -149,17 +159,5 @@ def crossing_pairs(x, tris):
     v = inv * np.einsum("ij,ij->i", d, q)
     along = inv * np.einsum("ij,ij->i", e2, q)
     hit = ok & (u >= 0) & (v >= 0) & (u + v <= 1) & (along >= 0) & (along <= 1)
-    # each crossing edge's triangles (one or two) cross the triangle it passes through
-    own = np.sort(np.concatenate([tris[:, [0, 1]], tris[:, [1, 2]], tris[:, [2, 0]]]), axis=1)
-    slot = np.searchsorted(unique[:, 0] * len(x) + unique[:, 1], own[:, 0] * len(x) + own[:, 1])
-    owner = np.tile(np.arange(len(tris)), 3)
-    by_edge = np.argsort(slot, kind="stable")
-    first = np.searchsorted(slot[by_edge], np.arange(len(unique)))
-    count = np.bincount(slot, minlength=len(unique))
-    out = []
-    for j in range(2):  # an edge's first and (where it has one) second triangle
-        has = hit & (count[k] > j)
-        other = owner[by_edge[first[k[has]] + j]]
-        out.append(np.sort(np.column_stack([t[has], other]), axis=1))
-    found = np.concatenate(out) if out else np.zeros((0, 2), np.int64)
-    return np.unique(found, axis=0) if len(found) else np.zeros((0, 2), np.int64)
+    found = np.sort(np.column_stack([t[hit], owner[k[hit]]]), axis=1)
+    return np.unique(found, axis=0)

@@ -409,10 +409,8 @@ class KeyedForces(Acceleration):
         design["forces"] = design["forces"] + scene.cloth.masses[:, None] * accel
         moving = self.moving(scene)
         if len(moving):
-            if design.get("pin_path") is None:  # the pins sit at the scene's x0 (not a rotated one)
-                design["pin_path"] = np.repeat(scene.x0[None, scene.cloth.pinned], scene.steps + 1, axis=0)
-            else:
-                design["pin_path"] = design["pin_path"].copy()
+            # without a path the pins sit at the scene's x0 (not a rotated one)
+            design["pin_path"] = (scene.pin_frames if design.get("pin_path") is None else design["pin_path"]).copy()
             design["pin_path"][:, moving] += self._pin_offsets(accel, scene, moving)
 
     def pullback(self, theta, grad, design, scene):

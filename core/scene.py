@@ -153,6 +153,14 @@ class Scene:
     def n_steps(self):
         return self.steps * self.substeps
 
+    @property
+    def pin_frames(self):
+        """(steps+1, n_pinned, 3): where the pinned vertices are at every frame (the pin path, else
+        where x0 has them)."""
+        if self.pin_path is not None:
+            return self.pin_path
+        return np.repeat(self.x0[None, self.cloth.pinned], self.steps + 1, axis=0)
+
     def pins_at(self, s):
         """Positions of the pinned vertices after integrator step s (s = 0 is the start)."""
         if self.pin_path is None:

@@ -774,7 +774,7 @@ def apply_stored_result(setup):
         changes["forces"] = forces.reshape(steps, n, 3)
     offset = stored_array(stored, "pin_offset", (steps + 1) * len(cloth.pinned) * 3)
     if offset is not None:
-        changes["pin_path"] = pin_base(sc) + offset.reshape(steps + 1, -1, 3)
+        changes["pin_path"] = sc.pin_frames + offset.reshape(steps + 1, -1, 3)
     if stored and changes:  # the optimized motion is reproduced by the solver that found it
         changes["solver"] = stored.get("solver", OPTIMIZE_SOLVER)
     # what no longer fits the mesh, pins or frames and would have made a difference is named
@@ -835,13 +835,6 @@ def baked_solver(cloth):
     return cloth.get(MOTION_SOLVER_KEY) if MOTION_KEY in cloth else None
 
 
-def pin_base(scene):
-    """(frames+1, n_pinned, 3): where the cloth object holds the pins at every frame."""
-    if scene.pin_path is not None:
-        return scene.pin_path
-    return np.repeat(scene.x0[None, scene.cloth.pinned], scene.steps + 1, axis=0)
-
-
 def store_result(setup, result):
     """Keep the optimized design on the cloth, apart from the artist's settings (Apply copies the
     stiffness over): arrays as Blender's compact double arrays, saved in the .blend."""
@@ -863,7 +856,7 @@ def store_result(setup, result):
     if sc.forces is not None:
         stored["forces"] = sc.forces.ravel()
     if sc.pin_path is not None:  # moved pins, as offsets from the cloth object's own path
-        offset = sc.pin_path - pin_base(setup.scene)
+        offset = sc.pin_path - setup.scene.pin_frames
         if np.any(offset):
             stored["pin_offset"] = offset.ravel()
     # per keyframe (scene frame): mean and largest distance (m) before, then after

@@ -90,7 +90,7 @@ def reason_text(reason):
 def summary(setup, result):
     if setup.kind == "simulate":
         return f"Simulated and baked {len(result.x)} frames of '{setup.cloth_name}'"
-    carried = getattr(result, "carried_distances", None) if getattr(result, "refined", False) else None
+    carried = getattr(result, "carried_distances", None)  # Refine's start, on the cloth itself
     keys = "; ".join(
         f"frame {f + setup.start} {d[0] * 1e3:.1f} → "
         + ("" if carried is None else f"{carried[f][0] * 1e3:.1f} on the cloth itself, Refine → ")

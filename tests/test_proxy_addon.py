@@ -30,6 +30,27 @@ def coarse(name="Proxy", n=6, size=0.42):
     return obj
 
 
+def posed_on_a_proxy(blank, edit, solver="NEWTON"):
+    """A fine cloth simulated through a picked proxy over frames 1–8, a New Target at frame 8 posed
+    by edit (its vertices ↦ the posed ones), back at frame 1 with the cloth active: the cloth."""
+    scene = blank.scene
+    scene.frame_start, scene.frame_end = 1, 8
+    cloth = render_cloth()
+    cloth.diffcloth.solver = solver
+    cloth.diffcloth.sim_mesh = coarse()
+    bpy.context.view_layer.objects.active = cloth
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    scene.frame_set(8)
+    assert bpy.ops.diffcloth.new_target() == {"FINISHED"}
+    target = bpy.data.objects["Cloth_target_f0008"]
+    co = np.array([v.co for v in target.data.vertices])
+    target.data.vertices.foreach_set("co", edit(co).ravel())
+    target.data.update()
+    scene.frame_set(1)
+    bpy.context.view_layer.objects.active = cloth
+    return cloth
+
+
 @pytest.mark.parametrize("how", ["picked", "automatic"])
 def test_the_bake_is_the_embedded_proxy_motion(blank, how):
     scene = blank.scene
@@ -138,23 +159,10 @@ def test_move_pins_moves_the_proxys_pins_for_a_copy_moved_as_a_whole(blank):
     """A target moved as a whole, pinned corners included: Move Pins (the default) moves the
     proxy's pins that hold the cloth's pinned vertices, so the cloth reaches the pose; without
     Move Pins the warning names the pins, as without a proxy."""
-    scene = blank.scene
-    scene.frame_start, scene.frame_end = 1, 8
-    cloth = render_cloth()
-    cloth.diffcloth.sim_mesh = coarse()
-    bpy.context.view_layer.objects.active = cloth
-    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
-    scene.frame_set(8)
-    assert bpy.ops.diffcloth.new_target() == {"FINISHED"}
-    target = bpy.data.objects["Cloth_target_f0008"]
-    co = np.array([v.co for v in target.data.vertices])
-    target.data.vertices.foreach_set("co", (co + [0.04, 0.0, 0.03]).ravel())
-    target.data.update()
-    scene.frame_set(1)
-    settings = scene.diffcloth
+    cloth = posed_on_a_proxy(blank, lambda co: co + [0.04, 0.0, 0.03])
+    settings = blank.scene.diffcloth
     settings.opt_tension, settings.opt_forces, settings.max_iterations = False, True, 15
     assert settings.force_move_pins
-    bpy.context.view_layer.objects.active = cloth
     from diffcloth.diffcloth_addon import operators
 
     setup, _ = operators.prepare(blank, "optimize")
@@ -175,25 +183,11 @@ def test_refine_goes_on_from_the_proxys_design_on_the_cloth_itself(blank):
     """Refine: after the proxy run, iterations on the cloth itself from the design found there; the
     result is the cloth's own (Simulate & Bake reproduces it without the proxy) until Discard
     Result."""
+    # the default Solver (Optimize and Refine simulate converged steps), the hem lifted
+    cloth = posed_on_a_proxy(blank, lambda x: x + [0.0, 0.0, 0.03] * (x[:, 2:] < np.median(x[:, 2])), "LINEARIZED")
     scene = blank.scene
-    scene.frame_start, scene.frame_end = 1, 8
-    cloth = render_cloth()
-    cloth.diffcloth.solver = "LINEARIZED"  # the default: Optimize and Refine simulate converged steps
-    cloth.diffcloth.sim_mesh = coarse()
-    bpy.context.view_layer.objects.active = cloth
-    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
-    scene.frame_set(8)
-    assert bpy.ops.diffcloth.new_target() == {"FINISHED"}
-    target = bpy.data.objects["Cloth_target_f0008"]
-    x = np.array([v.co for v in target.data.vertices])
-    target.data.vertices.foreach_set(
-        "co", (x + [0.0, 0.0, 0.03] * (x[:, 2:] < np.median(x[:, 2]))).ravel()
-    )  # hem lifted
-    target.data.update()
-    scene.frame_set(1)
     settings = scene.diffcloth
     settings.opt_forces, settings.max_iterations = True, 2
-    bpy.context.view_layer.objects.active = cloth
     assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
     proxy_only = cloth["diffcloth_result"]["keyframes"]["8"][2]
     assert not cloth["diffcloth_result"]["refined"]
