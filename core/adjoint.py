@@ -64,7 +64,7 @@ class Linearization:
     def __init__(self, scene, traj, rtol=ADJOINT_RTOL, own_factors=False):
         if scene.solver == "linearized" and StepLag.needed(scene):
             raise ValueError(
-                "gradients of linearized steps over mesh colliders or with friction are not built: "
+                "gradients of linearized steps over mesh colliders, with friction or self-collision are not built: "
                 "simulate with solver='newton' (what optimization uses)"
             )
         self.scene, self.traj, self.rtol = scene, traj, rtol
@@ -111,7 +111,7 @@ class Linearization:
         if s in self._kept:
             return self._kept[s]
         potential, x, v = self.model.potential, self.traj.step_x[s], self.traj.step_v[s]
-        lag = potential.lag(x, v, s)
+        lag = potential.lag(x, v, s, self.traj.self_pairs[s])
         if self.linearized:
             pt = potential.at(self.model.prediction(x, v, s), s, lag)
             data = self.model.matrix(pt, projected=True)
@@ -227,7 +227,8 @@ def backward(scene, traj, gx_frames, gv_frames, lin=None):
         gpin[s + 1] -= h * hess_alpha[pinned]
         # step s's own partials, then the recursion
         px, pv = partial(gx_frames, s), partial(gv_frames, s)
-        new_gx = gx - h * hess_alpha - h * model.potential.lag_gradient(pt, alpha_full)
+        lag_alpha = model.potential.lag_gradient(pt, alpha_full)  # self-contact's reaches pinned corners
+        new_gx = gx - h * hess_alpha - h * lag_alpha
         new_gv = np.zeros_like(gv)
         new_gv[free] = mf * alpha
         if lin.linearized:
@@ -238,7 +239,7 @@ def backward(scene, traj, gx_frames, gv_frames, lin=None):
             new_gv += pv
         # pinned rows: positions are inputs; their velocity (x_s+1 − x_s)/h ties neighbouring steps
         new_gx[pinned] = 0.0 if px is None else px[pinned]
-        gpin[s] += new_gx[pinned] - gv[pinned] / h
+        gpin[s] += new_gx[pinned] - gv[pinned] / h - h * lag_alpha[pinned]
         if pv is not None and s > 0:
             gpin[s] += pv[pinned] / h
         gx, gv = new_gx, new_gv

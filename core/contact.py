@@ -3,7 +3,8 @@
 One mechanism for all colliders (core.colliders answers the distance queries):
 
 - `StepLag`, made once per integrator step from its start state (x_s, v_s): each collider's
-  per-step data (a mesh's tangent planes) and the friction contacts, whose normal force λ,
+  per-step data (a mesh's tangent planes), the cloth's own planes (core.self_contact: the cloth
+  as a collider of itself, a distance query over vertex–triangle pairs) and the friction contacts, whose normal force λ,
   normal n and anchor are lagged from the step's start (Li et al. 2020, Incremental Potential
   Contact §5). Everything in it is a function of x_s, and the adjoint differentiates it
   (`Contact.lag_gradient`, `Friction.lag_gradient`).
@@ -53,13 +54,23 @@ def _mv(m, v):
 
 class StepLag:
     """What a step's contact terms take from its start state x, v (step s → s+1): each collider's
-    own step data (`planes`: a mesh's Planes, else None) and the lagged friction contacts."""
+    own step data (`planes`: a mesh's Planes, else None), the cloth's own (`cloth`: SelfPlanes,
+    of the given pairs if any) and the lagged friction contacts."""
 
-    def __init__(self, potential, x, v, s):
+    def __init__(self, potential, x, v, s, pairs=None):
         sc = potential.scene
         sub, h = sc.substeps, sc.h
         t0, t1 = s / sub, (s + 1) / sub
         self.planes = [col.begin_step(x, v, t0, t1, h, thickness_of(col, sc)) for col in sc.colliders]
+        # the cloth's own planes (core.self_contact): the pairs given (a step replayed), else those
+        # near at the start or where free fall takes it (a step adds those its solve crosses)
+        query = potential.self_query
+        if query is None:
+            self.cloth = None
+        elif pairs is not None:
+            self.cloth = query.of_pairs(x, pairs)
+        else:
+            self.cloth = query.planes(x, [x + h * v + h * h * sc.gravity])
         self.friction = [None] * len(sc.colliders)
         free = np.zeros(len(x), bool)
         free[potential.free] = True
@@ -95,8 +106,10 @@ class StepLag:
 
     @staticmethod
     def needed(scene):
-        """Whether a scene's steps need one (meshes or friction), else None serves."""
-        return any(col.friction > 0 or isinstance(col, MeshCollider) for col in scene.colliders)
+        """Whether a scene's steps need one (meshes, friction, self-contact), else None serves."""
+        return scene.self_distance > 0 or any(
+            col.friction > 0 or isinstance(col, MeshCollider) for col in scene.colliders
+        )
 
 
 def project_out(potential, lag, y, s):

@@ -11,6 +11,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from .contact import Contact, StepLag
+from .linalg import Coupled
+from .self_contact import SelfContact, SelfQuery
 
 # a hinge's six vertex pairs, (i, j) with i < j in (x0, x1, x2, x3)
 HINGE_PAIRS = np.array([(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)])
@@ -252,9 +254,13 @@ class State:
         self.contact = Contact(sc, y, (s + 1) / sc.substeps, potential.contact_k, potential.free, lag)
         # per collider with friction contacts: (its index, the Friction's terms at y)
         self.friction = [] if lag is None else [(c, f.at(y)) for c, f in enumerate(lag.friction) if f is not None]
+        self.self_contact = None
+        if lag is not None and lag.cloth is not None and len(lag.cloth.p):
+            self.self_contact = SelfContact(lag.cloth, y, potential.contact_k, sc.self_distance, sc.contact_smoothing)
         self.phi = (
             potential.springs.energy(self)
             + self.contact.energy
+            + (0.0 if self.self_contact is None else self.self_contact.energy)
             - float(np.sum(potential.gravity * y))
             + sum(fs.energy for _, fs in self.friction)
         )
@@ -282,6 +288,10 @@ class Potential:
         self.gravity = cloth.masses[:, None] * scene.gravity[None, :]
         self.masses = cloth.masses
         self.contact_k = scene.contact_stiffness * cloth.masses
+        self.self_query = self.self_slots = None
+        if scene.self_distance > 0:
+            self.self_query = SelfQuery(cloth, scene.self_distance)
+            self.self_slots = system.triangle_slots(fidx[cloth.tris])
         self.hinges = self.hinge_data = None
         # a linearized step's matrix bounds the hinges' Hessian by one that couples mesh edges only
         self.bound = scene.solver == "linearized"
@@ -292,9 +302,23 @@ class Potential:
             free = fidx[at] >= 0
             system.add_diagonal(self.hinge_data, fidx[at][free], hess_scale * diag[free, None, None] * np.eye(3))
 
-    def lag(self, x, v, s):
-        """What step s takes from its start state (contact.StepLag), or None when nothing does."""
-        return StepLag(self, x, v, s) if StepLag.needed(self.scene) else None
+    def lag(self, x, v, s, pairs=None):
+        """What step s takes from its start state (contact.StepLag), or None when nothing does;
+        pairs: the self-contact pairs the step used (a step replayed)."""
+        return StepLag(self, x, v, s, pairs) if StepLag.needed(self.scene) else None
+
+    def grow_self_pairs(self, lag, x, ends):
+        """Add to lag's self-contact planes the pairs near, or crossed, at the ends (a solve's
+        result); whether any was new."""
+        found = self.self_query.planes(x, ends).keys
+        new = found[~np.isin(found, lag.cloth.keys)]
+        if not len(new):
+            return False
+        old, forced = lag.cloth.keys, lag.cloth.forced
+        keys = np.union1d(old, new)
+        lag.cloth = self.self_query.of_pairs(x, keys)
+        lag.cloth.forced[np.searchsorted(keys, old)] = forced
+        return True
 
     def at(self, y, s, lag=None):
         return State(self, y, s, lag)
@@ -308,6 +332,8 @@ class Potential:
             np.add.at(grad, st.contact.active, st.contact.grad)
         for _, fs in st.friction:
             np.add.at(grad, fs.f.vertices, fs.grad)
+        if st.self_contact is not None:
+            st.self_contact.add_gradient(grad)
         return grad
 
     def hessian(self, st, tension=None, beta=1.0, projected=False):
@@ -335,7 +361,25 @@ class Potential:
             self.system.add_diagonal(data, self.fidx[c.active], self.hess_scale * hess)
         for _, fs in st.friction:  # positive semidefinite as it is
             self.system.add_diagonal(data, self.fidx[fs.f.vertices], self.hess_scale * fs.hess)
+        if st.self_contact is not None and len(st.self_contact):  # also positive semidefinite
+            data = self._add_self_contact(data, st.self_contact)
         return data
+
+    def _add_self_contact(self, data, sc):
+        """data plus the self-contact pairs' E″·ggᵀ: the vertex's and the triangle's blocks on the
+        pattern, the vertex–corner blocks beside it (a linalg.Coupled matrix)."""
+        nn = (self.hess_scale * sc.e2)[:, None, None] * sc.n[:, :, None] * sc.n[:, None, :]
+        p = self.fidx[sc.stencil[:, 0]]
+        free = p >= 0
+        self.system.add_diagonal(data, p[free], nn[free])
+        slots = self.self_slots[sc.triangle]  # (A,9,9)
+        held = slots >= 0
+        np.add.at(data, slots[held], np.broadcast_to((nn / 9).reshape(-1, 1, 9), slots.shape)[held])
+        corners = self.fidx[sc.stencil[:, 1:]]
+        both = free[:, None] & (corners >= 0)
+        rows = np.broadcast_to(p[:, None], corners.shape)[both]
+        blocks = np.broadcast_to(-nn[:, None] / 3, corners.shape + (3, 3))[both]
+        return Coupled(data, self.system.coupling(rows, corners[both], blocks))
 
     def third(self, st, a, b):
         """∇ₓ(aᵀ·H̃(x)·b) (n,3) for the projected Hessian H̃ (the hinges' is constant)."""
@@ -393,6 +437,8 @@ class Potential:
             np.add.at(out, c.active, np.einsum("aij,aj->ai", c.hess, v[c.active]))
         for _, fs in st.friction:
             np.add.at(out, fs.f.vertices, np.einsum("aij,aj->ai", fs.hess, v[fs.f.vertices]))
+        if st.self_contact is not None:
+            st.self_contact.add_hess_vec(out, v)
         return out
 
     def lag_gradient(self, st, v):
@@ -404,6 +450,8 @@ class Potential:
             np.add.at(out, c.active, c.lag_gradient(st.y, v[c.active]))
         for _, fs in st.friction:
             np.add.at(out, fs.f.vertices, fs.lag_gradient(v[fs.f.vertices]))
+        if st.self_contact is not None:
+            st.self_contact.add_lag_gradient(out, v)
         return out
 
     def lag_tangent(self, st, dxs):
@@ -414,6 +462,8 @@ class Potential:
             np.add.at(out, c.active, c.lag_tangent(st.y, dxs[c.active]))
         for _, fs in st.friction:
             np.add.at(out, fs.f.vertices, fs.lag_tangent(dxs[fs.f.vertices]))
+        if st.self_contact is not None:
+            st.self_contact.add_lag_tangent(out, dxs)
         return out
 
     def design_gradient(self, st, v):
@@ -425,6 +475,10 @@ class Potential:
         for col, fs in st.friction:
             friction[col] = float(np.sum(v[fs.f.vertices] * fs.grad)) / fs.f.mu
         contact = float(np.sum(v[c.active] * c.grad)) + float(friction @ [col.friction for col in self.scene.colliders])
+        if st.self_contact is not None:  # the self penalty's stiffness is the contact stiffness too
+            self_grad = np.zeros_like(v)
+            st.self_contact.add_gradient(self_grad)
+            contact += float(np.sum(v * self_grad))
         return dict(
             k_tension=dk[: self.n_tension],
             k_bending=dk[self.n_tension :] if self.hinges is None else self.hinges.dk(st.bend, v),
@@ -442,6 +496,10 @@ class Potential:
         c = st.contact
         if len(c.active) and contact_stiffness:
             np.add.at(out, c.active, c.grad * (contact_stiffness / self.scene.contact_stiffness))
+        if st.self_contact is not None and contact_stiffness:
+            self_grad = np.zeros_like(out)
+            st.self_contact.add_gradient(self_grad)
+            out += self_grad * (contact_stiffness / self.scene.contact_stiffness)
         for col, fs in st.friction:
             rate = contact_stiffness / self.scene.contact_stiffness + (
                 0.0 if friction is None else friction[col] / fs.f.mu

@@ -24,9 +24,12 @@ import numpy as np
 
 from .contact import project_out
 from .energies import Potential
-from .linalg import BlockSystem
+from .linalg import BlockSystem, Coupled
 
 CG_MAX_ITER = 6
+# CG iterations a Coupled matrix (self-contact) gets on its pattern part's factorization before
+# the whole matrix is factored (SuperLU: ~10× a banded factorization)
+COUPLED_CG = 60
 # a CG solve whose residual lags this factor behind a steady pace to its tolerance is given up
 CG_SLACK = 3.0
 # scale factors tried for the negative (compressed-spring, sphere-curvature) terms when the
@@ -118,7 +121,10 @@ class Model:
     def matrix(self, pt, tension=None, beta=1.0, shift=0.0, projected=False):
         """Storage data of M(1 + hc)(1 + shift) + h²∇²Φ at pt (see Potential.hessian for
         tension, beta and projected: with all default it is h²∇²E)."""
-        return self.potential.hessian(pt, tension, beta, projected) + (1.0 + shift) * self.mass_data
+        data = self.potential.hessian(pt, tension, beta, projected)
+        if isinstance(data, Coupled):
+            return data.plus_diagonal_data((1.0 + shift) * self.mass_data)
+        return data + (1.0 + shift) * self.mass_data
 
     def prediction(self, x, v, s):
         """Where a linearized step starts: the inertial prediction x + h·v (a drape at rest is then
@@ -164,14 +170,22 @@ def pcg(system, data, b, factor, eta, maxiter=CG_MAX_ITER):
 
 def refined(system, data, b, factor, eta, maxiter=CG_MAX_ITER):
     """factor's solution of data·x = b to relative residual eta: PCG on data when the factor is
-    inexact (single precision); None if that does not converge."""
+    inexact (single precision, or a Coupled matrix's pattern part); None if that does not
+    converge, except for a Coupled matrix, which is then factored whole."""
     if factor.exact:
         return factor.solve(b)
-    return pcg(system, data, b, factor, eta, maxiter)[0]
+    if not isinstance(data, Coupled):
+        return pcg(system, data, b, factor, eta, maxiter)[0]
+    x = pcg(system, data, b, factor, eta, max(maxiter, COUPLED_CG))[0]
+    return data.exact_solve(system, b) if x is None else x
 
 
 # relative residual to which a linearized step's system is solved: its solution is the step
 LINEAR_RTOL = 1e-15
+# relative residual of a linearized step's solve with self-contact couplings
+COUPLED_RTOL = 1e-8
+# the most times a linearized step is solved again with the self-contact pairs it carried too deep
+SELF_ROUNDS = 4
 
 
 class LinearizedStepper:
@@ -193,6 +207,7 @@ class LinearizedStepper:
         self.factor = None
         self.factorizations = 0
         self.projected = []
+        self.lag = None
 
     def _factor(self, data, s):
         self.factor = self.model.system.factor(data)
@@ -204,8 +219,11 @@ class LinearizedStepper:
         """data·d = b to rounding by PCG on the step's factorization (single precision, or of a
         matrix that differs in contact blocks), refactoring data should that stall."""
         md = self.model
+        # to rounding; should that stall, nearly. A Coupled matrix (self-contact, whose gradients
+        # are not built for linearized steps) needs no more than Newton's tolerance.
+        etas = (COUPLED_RTOL,) if isinstance(data, Coupled) else (LINEAR_RTOL, 1e-12)
         for attempt in range(2):
-            for eta in (LINEAR_RTOL, 1e-12):  # to rounding; should that stall, nearly
+            for eta in etas:
                 d = refined(md.system, data, b, self.factor, eta, maxiter=30)
                 if d is not None and np.isfinite(d).all():
                     return d
@@ -220,7 +238,7 @@ class LinearizedStepper:
         u = md.scene.force_at(s)
         xhat = x + md.h * v
         y = md.prediction(x, v, s)
-        lag = md.potential.lag(x, v, s)
+        self.lag = lag = md.potential.lag(x, v, s)
         pt = md.potential.at(y, s, lag)
         b = -(md.h**2) * md.gradient(pt, x, xhat, u).ravel()
         data = md.matrix(pt, projected=True)
@@ -238,8 +256,36 @@ class LinearizedStepper:
             d = self._solve(data, b, s)
         res = float(np.linalg.norm(md.system.matvec(data, d) - b) / max(np.linalg.norm(b), 1e-300))
         y[md.free] += d.reshape(-1, 3)
+        if lag is not None and lag.cloth is not None:
+            y = self._self_contacts(y, x, v, xhat, u, s, lag)
         self.projected = project_out(md.potential, lag, y, s)
         return y, 1, res, True
+
+    def _self_contacts(self, y, x, v, xhat, u, s, lag):
+        """The step solved again while its result crosses or comes near pairs its planes lack, or
+        leaves pairs deeper than the contact smoothing that were apart at the prediction. One
+        linear solve sees only the pairs in contact where it starts, and a layer the step
+        carries onto another would pass through it: such pairs are added and held in contact
+        (SelfPlanes.forced: the penalty's quadratic, which one solve minimizes exactly), those
+        that end apart let go, for SELF_ROUNDS at most (a stack of two 10×10 sheets pressed by
+        a sphere: 96 crossing triangle pairs with one solve, 0 with this; Newton from the
+        solve's result still left 140)."""
+        md = self.model
+        start = md.prediction(x, v, s)
+        for _ in range(SELF_ROUNDS):
+            grown = md.potential.grow_self_pairs(lag, x, [y])
+            planes = lag.cloth
+            depth = planes.depth(y) - md.scene.self_distance
+            forced = (planes.forced | (depth < -md.scene.contact_smoothing)) & (depth < 0)
+            if not grown and (forced == planes.forced).all():
+                break
+            planes.forced = forced
+            pt = md.potential.at(start, s, lag)
+            b = -(md.h**2) * md.gradient(pt, x, xhat, u).ravel()
+            data = md.matrix(pt, projected=True)
+            y = start.copy()
+            y[md.free] += self._solve(data, b, s).reshape(-1, 3)
+        return y
 
 
 class Stepper:
@@ -308,14 +354,26 @@ class Stepper:
         guess: positions to start Newton from instead of the inertial prediction x + h·v, where
         E is lower there: near a solution of a neighbouring design, Newton (then without its
         long steps) converges to the same branch where the step has several (cloth buckling one
-        way or the other)."""
+        way or the other). A solution that crosses or nears self-contact pairs the step's planes
+        lack gets them, and Newton goes on from it (SELF_ROUNDS at most)."""
+        self.lag = self.model.potential.lag(x, v, s)
+        out = self._converge(x, v, s, guess)
+        if self.lag is not None and self.lag.cloth is not None:
+            for _ in range(SELF_ROUNDS):
+                if not self.model.potential.grow_self_pairs(self.lag, x, [out[0]]):
+                    break
+                iterations = out[1]
+                out = self._converge(x, v, s, out[0])
+                out = (out[0], out[1] + iterations) + out[2:]
+        return out
+
+    def _converge(self, x, v, s, guess):
         md, sc = self.model, self.model.scene
         h, k = md.h, md.springs.k
         u = sc.force_at(s)
         xhat = x + h * v
         y = xhat.copy()
         y[md.pinned] = sc.pins_at(s + 1)
-        self.lag = md.potential.lag(x, v, s)
         pt = md.point(y, x, xhat, u, s, self.lag)
         if guess is not None:
             y = guess.copy()

@@ -59,6 +59,35 @@ class Factor:
         self.exact = exact
 
 
+class Coupled:
+    """A matrix whose terms also couple vertices outside its BlockSystem's pattern (self-contact
+    pairs, new every step): the pattern's storage data and a sparse matrix over the free dofs of
+    the blocks it cannot hold. Its factorization is the pattern part's, inexact: PCG with the
+    whole product refines it, and where that stalls `exact_solve` factors the whole matrix."""
+
+    def __init__(self, data, extra):
+        self.data, self.extra = data, extra
+        self._lu = None
+
+    @property
+    def nbytes(self):
+        return self.data.nbytes + self.extra.data.nbytes + self.extra.indices.nbytes
+
+    def plus_diagonal_data(self, more):
+        """The same couplings over data + more."""
+        return Coupled(self.data + more, self.extra)
+
+    def exact_solve(self, system, b):
+        if self._lu is None:
+            self._lu = spla.splu(
+                system.matrix(self).tocsc(),
+                permc_spec="MMD_AT_PLUS_A",
+                diag_pivot_thresh=0.0,
+                options=dict(SymmetricMode=True),
+            )
+        return self._lu.solve(b)
+
+
 class BlockSystem:
     """Matrix over nv free vertices (3 dofs each) with 3×3 blocks on the diagonal and at the
     free-vertex pairs `pairs`, (a,b) and (b,a); terms refill it through `assembler` (pair blocks)
@@ -139,19 +168,47 @@ class BlockSystem:
         rows, columns, vals = (np.concatenate([v.ravel() for v in arrs]) for arrs in (rows, columns, vals))
         return sp.csr_matrix((vals, (rows, columns)), shape=(self.size, 9 * len(ends))).sorted_indices()
 
+    def triangle_slots(self, tris):
+        """Storage positions (T,9,9) of the nine 3×3 blocks (k, l) among each triangle's free
+        corners (k, l = 0..2, row-major), −1 where a corner is pinned (tris in free indices,
+        −1 for pinned): every triangle's edges are in the pattern."""
+        row, col = np.divmod(np.arange(9), 3)
+        rows, cols = tris[:, row], tris[:, col]
+        ok = (rows >= 0) & (cols >= 0)
+        out = np.full(rows.shape + (9,), -1, np.int64)
+        out[ok] = self.slots(rows[ok], cols[ok])
+        return out
+
+    def coupling(self, rows, cols, blocks):
+        """The sparse matrix (dofs × dofs) of 3×3 blocks (B,3,3) at free vertices (rows, cols) and
+        their transposes at (cols, rows): couplings outside the pattern."""
+        r, c = np.divmod(np.arange(9), 3)
+        i = (3 * rows[:, None] + r).ravel()
+        j = (3 * cols[:, None] + c).ravel()
+        v = blocks.reshape(-1)
+        return sp.csr_matrix((np.r_[v, v], (np.r_[i, j], np.r_[j, i])), shape=(self.ndof, self.ndof))
+
     def add_diagonal(self, data, rows, blocks):
         """data += the diagonal blocks (len(rows),3,3) at free vertices rows (repeats add up)."""
         np.add.at(data, self.diag_slots[rows], blocks.reshape(-1, 9))
 
     def matvec(self, data, x):
+        if isinstance(data, Coupled):
+            return self.matvec(data.data, x) + data.extra @ x
         self._product.data = data
         return self._product @ x
 
     def matrix(self, data):
+        if isinstance(data, Coupled):
+            return self.matrix(data.data) + data.extra
         return sp.csr_matrix((data, self.indices, self.indptr), shape=(self.ndof, self.ndof))
 
     def factor(self, data):
-        """Factorize; a non-positive-definite matrix still gets a (LU) factor where possible."""
+        """Factorize; a non-positive-definite matrix still gets a (LU) factor where possible. A
+        Coupled matrix gets its pattern part's, marked inexact."""
+        if isinstance(data, Coupled):
+            part = self.factor(data.data)
+            return Factor(part.solve, part.positive_definite, part.nbytes, exact=False)
         if self.backend == "banded":
             self.band[self.band_slots] = data[self.lower]
             chol, info = self._banded_cholesky()

@@ -30,6 +30,10 @@ def at_step(frames, s, substeps):
     return (1 - w) * frames[f] + w * frames[f + 1]
 
 
+# the largest self distance, in shortest rest edges
+SELF_DISTANCE_EDGES = 2.0
+
+
 class Scene:
     """Everything `simulate` needs.
 
@@ -55,6 +59,8 @@ class Scene:
     matrix's derivatives included), and the same rest states (a drape at rest is a fixed point of
     both). contact_smoothing (m): the depth over which contact stiffness rises smoothly (None:
     0 for "newton", 1 mm for "linearized", whose step must not jump as contacts begin).
+    self_distance (m): the distance the cloth keeps from itself (core.self_contact), with the
+    colliders' penalty; 0 turns self-collision off; at most twice the shortest rest edge.
     """
 
     def __init__(
@@ -75,6 +81,7 @@ class Scene:
         max_newton=500,
         solver="newton",
         contact_smoothing=None,
+        self_distance=0.0,
     ):
         if not isinstance(cloth, Cloth):
             raise ValueError("cloth must be a core.Cloth")
@@ -114,6 +121,19 @@ class Scene:
         if not (np.isfinite(contact_smoothing) and contact_smoothing >= 0):
             raise ValueError(f"contact smoothing must be non-negative, got {contact_smoothing}")
         self.contact_smoothing = float(contact_smoothing)
+        if not (np.isfinite(self_distance) and self_distance >= 0):
+            raise ValueError(f"self distance must be non-negative (0: no self-collision), got {self_distance}")
+        # pairs within 2·self_distance at rest never collide: beyond this, a vertex's neighbourhood
+        # four cells out would be left out, and a fold that tight would pass through itself
+        limit = SELF_DISTANCE_EDGES * float(
+            np.linalg.norm(np.subtract(*cloth.rest[cloth.tension_edges.T]), axis=1).min()
+        )
+        if self_distance > limit:
+            raise ValueError(
+                f"self distance {self_distance:g} m is more than this cloth allows ({limit:.4g} m, twice its "
+                "shortest edge): lower it, or use a coarser mesh"
+            )
+        self.self_distance = float(self_distance)
 
     _fields = (
         "cloth",
@@ -132,6 +152,7 @@ class Scene:
         "max_newton",
         "solver",
         "contact_smoothing",
+        "self_distance",
     )
 
     def replace(self, **changes):

@@ -3,6 +3,7 @@
 import numpy as np
 
 from .integrator import LinearizedStepper, Model, Stepper
+from .mesh import crossing_pairs
 from .threads import one_blas_thread
 from .timing import timed
 
@@ -67,6 +68,13 @@ def simulate(scene, progress=None, guess=None, on_frame=None, keep_factors=True)
     bound is passed). keep_factors: keep the steps' factorizations (within FACTOR_BUDGET) to
     precondition gradient passes over the trajectory; a run that needs only the motion passes
     False (keeping a 128×128 Cotton run's 48 costs its forward 30%: 10.5 s against 8.1 s)."""
+    if scene.self_distance > 0:
+        crossing = len(crossing_pairs(scene.x0, scene.cloth.tris))
+        if crossing:
+            raise ValueError(
+                f"the cloth passes through itself at the start ({crossing} pairs of triangles cross): "
+                "self-collision keeps layers on the side they start on; untangle the start shape"
+            )
     model = Model(scene)
     stepper = (LinearizedStepper if scene.solver == "linearized" else Stepper)(model)
     ns, h = scene.n_steps, scene.h
@@ -77,7 +85,7 @@ def simulate(scene, progress=None, guess=None, on_frame=None, keep_factors=True)
     vs[0] = scene.v0
     vs[0, model.pinned] = 0.0
     stats = SolverStats(ns)
-    factors, kept, projected = [], {}, []
+    factors, kept, projected, self_pairs = [], {}, [], []
     if guess is not None and np.shape(guess) != xs.shape:
         raise ValueError(f"guess must have shape {xs.shape} (integrator steps + 1, vertices, 3), got {np.shape(guess)}")
     for s in range(ns):
@@ -89,10 +97,14 @@ def simulate(scene, progress=None, guess=None, on_frame=None, keep_factors=True)
         stats.iterations[s], stats.residual[s], stats.converged[s] = it, res, ok
         factors.append(_keep(stepper.factor, kept) if keep_factors else None)
         projected.append(stepper.projected)
+        cloth = None if stepper.lag is None else stepper.lag.cloth
+        self_pairs.append(None if cloth is None else cloth.keys)
         if (s + 1) % scene.substeps == 0:
             if on_frame is not None:
                 on_frame((s + 1) // scene.substeps, xs[s + 1], vs[s + 1])
             if progress is not None:
                 progress((s + 1) // scene.substeps, scene.steps)
     stats.factorizations = stepper.factorizations
-    return Trajectory(scene, xs, vs, stats, factors, projected, model)
+    traj = Trajectory(scene, xs, vs, stats, factors, projected, model)
+    traj.self_pairs = self_pairs  # per step: the self-contact pairs its planes held (core.self_contact)
+    return traj

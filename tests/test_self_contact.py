@@ -1,0 +1,134 @@
+"""Self-collision (core.self_contact): layers kept apart, exact gradients through the cloth's own
+planes, and the inputs it refuses."""
+
+import numpy as np
+import pytest
+
+import core as dc
+from core.mesh import crossing_pairs
+
+
+def two_layers(n=6, size=0.1, gap=0.012, rng_seed=0, k=60.0):
+    """A sheet pinned at its rim and a loose sheet of the same grid `gap` above it."""
+    verts, tris = dc.grid(n, n, size)
+    top = verts + [0.0, 0.0, gap]
+    rim = np.flatnonzero(np.isclose(np.abs(verts[:, :2]), size / 2).any(axis=1))
+    rng = np.random.default_rng(rng_seed)
+    both = np.vstack([verts, top]) + 2e-4 * rng.normal(size=(2 * len(verts), 3)) * [1, 1, 0]
+    return dc.Cloth(both, np.vstack([tris, tris + len(verts)]), mass=0.01, k_tension=k, damping=0.2, pinned=rim)
+
+
+def pressed(solver, self_distance=0.003, frames=14):
+    """The two layers pressed together by a sphere coming down onto the loose one."""
+    cloth = two_layers(n=10, size=0.3, gap=0.02, k=200.0)
+    centers = [[0.0, 0.0, max(0.2 - 0.02 * f, 0.1)] for f in range(frames + 1)]
+    return dc.Scene(
+        cloth,
+        steps=frames,
+        dt=1 / 24,
+        colliders=[dc.Sphere(centers, 0.08)],
+        self_distance=self_distance,
+        solver=solver,
+    )
+
+
+@pytest.mark.parametrize("solver", ["newton", "linearized"])
+def test_two_layers_pressed_by_a_sphere_never_cross(solver):
+    scene = pressed(solver)
+    traj = dc.simulate(scene)
+    tris, half = scene.cloth.tris, scene.cloth.n // 2
+    assert max(len(crossing_pairs(x, tris)) for x in traj.x) == 0
+    gap = traj.x[:, half:, 2] - traj.x[:, :half, 2]
+    assert gap[-1].min() > 0.002  # the loose layer rests on the pinned one, the self distance apart
+    assert traj.x[-1, half:, 2].min() < traj.x[0, half:, 2].min() - 0.015  # the sphere did press it down
+    # without self-collision the loose layer falls through
+    off = dc.simulate(scene.replace(self_distance=0.0))
+    assert (off.x[-1, half:, 2] - off.x[-1, :half, 2]).min() < -0.05
+
+
+def contact_scene():
+    """A small loose sheet landing on a pinned one, self-contact active in most steps."""
+    cloth = two_layers()
+    rng = np.random.default_rng(1)
+    steps = 8
+    return dc.Scene(
+        cloth,
+        steps=steps,
+        dt=1 / 24,
+        tol=1e-12,
+        contact_stiffness=1e4,
+        self_distance=0.004,
+        v0=np.vstack([np.zeros((36, 3)), rng.normal(size=(36, 3)) * 0.02 - [0, 0, 0.05]]),
+        forces=np.zeros((steps, 72, 3)),
+    )
+
+
+def test_gradients_through_self_contact_match_finite_differences():
+    scene = contact_scene()
+    traj = dc.simulate(scene)
+    assert traj.stats.converged.all()
+    model = traj.model
+    active = [
+        len(st.self_contact)
+        for s in range(scene.n_steps)
+        for st in [model.potential.at(traj.step_x[s + 1], s, model.potential.lag(traj.step_x[s], traj.step_v[s], s))]
+        if st.self_contact is not None
+    ]
+    assert len(active) >= 5 and min(active) > 0  # the pairs push in most steps
+    rng = np.random.default_rng(3)
+    loss = dc.KeyframeLoss({8: traj.x[8] + 0.003 * rng.normal(size=traj.x[8].shape), 4: traj.x[4]})
+    _, grad = dc.value_and_grad(scene, loss)
+    cloth = scene.cloth
+    directions = dict(
+        k_tension=rng.normal(size=cloth.n_tension) * cloth.k_tension,
+        x0=rng.normal(size=(72, 3)) * 0.001,
+        v0=rng.normal(size=(72, 3)) * 0.1,
+        forces=rng.normal(size=(8, 72, 3)) * 0.001,
+    )
+
+    def moved(eps, field):
+        if field == "k_tension":
+            return scene.replace(cloth=cloth.replace(k_tension=cloth.k_tension + eps * directions[field]))
+        if field == "contact_stiffness":
+            return scene.replace(contact_stiffness=scene.contact_stiffness * (1 + eps))
+        return scene.replace(**{field: getattr(scene, field) + eps * directions[field]})
+
+    analytic = {f: float(np.sum(getattr(grad, f) * d)) for f, d in directions.items()}
+    analytic["contact_stiffness"] = grad.contact_stiffness * scene.contact_stiffness
+    for field, value in analytic.items():
+        numeric = (loss(dc.simulate(moved(1e-6, field))) - loss(dc.simulate(moved(-1e-6, field)))) / 2e-6
+        assert abs(value - numeric) <= 1e-4 * abs(numeric), (field, value, numeric)
+
+
+def test_self_contact_tangents_match_the_adjoint():
+    from core.adjoint import backward
+    from core.tangent import tangent
+
+    scene = contact_scene()
+    traj = dc.simulate(scene)
+    rng = np.random.default_rng(4)
+    a = dict(x0=rng.normal(size=(72, 3)) * 0.01, v0=rng.normal(size=(72, 3)), contact_stiffness=100.0)
+    bx, bv = rng.normal(size=traj.x.shape), rng.normal(size=traj.v.shape)
+    t = tangent(scene, traj, a)
+    g = backward(scene, traj, bx, bv)
+    forward = float(np.sum(t.x * bx) + np.sum(t.v * bv))
+    reverse = sum(float(np.sum(np.asarray(getattr(g, f)) * v)) for f, v in a.items())
+    assert forward == pytest.approx(reverse, rel=1e-8)
+
+
+def test_self_collision_inputs_are_refused_by_name():
+    cloth = two_layers()
+    with pytest.raises(ValueError, match="self distance must be non-negative"):
+        dc.Scene(cloth, self_distance=-0.001)
+    shortest = np.linalg.norm(np.subtract(*cloth.rest[cloth.tension_edges.T]), axis=1).min()
+    with pytest.raises(ValueError, match=f"allows \\({2 * shortest:.4g} m, twice its shortest edge\\)"):
+        dc.Scene(cloth, self_distance=0.05)
+    verts, tris = dc.grid(4, 4, 0.1)
+    crossed = verts.copy()
+    crossed[5, 2] = 0.05  # one vertex pulled up through a second sheet lying 1 cm above
+    sheet = np.vstack([crossed, verts + [0.0, 0.0, 0.01]])
+    both = dc.Cloth(sheet, np.vstack([tris, tris + 16]))
+    with pytest.raises(ValueError, match=r"passes through itself at the start \(\d+ pairs of triangles cross\)"):
+        dc.simulate(dc.Scene(both, steps=1, self_distance=0.003))
+    with pytest.raises(ValueError, match="self-collision are not built"):
+        dc.value_and_grad(contact_scene().replace(solver="linearized"), dc.KeyframeLoss({1: cloth.rest}))
