@@ -70,7 +70,7 @@ class StepLag:
         elif pairs is not None:
             self.cloth = query.of_pairs(x, pairs)
         else:
-            self.cloth = query.planes(x, [x + h * v + h * h * sc.gravity])
+            self.cloth = query.planes(x, x + h * v + h * h * sc.gravity)
         self.friction = [None] * len(sc.colliders)
         free = np.zeros(len(x), bool)
         free[potential.free] = True

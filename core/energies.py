@@ -307,18 +307,13 @@ class Potential:
         pairs: the self-contact pairs the step used (a step replayed)."""
         return StepLag(self, x, v, s, pairs) if StepLag.needed(self.scene) else None
 
-    def grow_self_pairs(self, lag, x, ends):
-        """Add to lag's self-contact planes the pairs near, or crossed, at the ends (a solve's
-        result); whether any was new."""
-        found = self.self_query.planes(x, ends).keys
-        new = found[~np.isin(found, lag.cloth.keys)]
-        if not len(new):
-            return False
-        old, forced = lag.cloth.keys, lag.cloth.forced
-        keys = np.union1d(old, new)
-        lag.cloth = self.self_query.of_pairs(x, keys)
-        lag.cloth.forced[np.searchsorted(keys, old)] = forced
-        return True
+    def grow_self_pairs(self, lag, x, end):
+        """Add to lag's self-contact planes the pairs within the self distance, or crossed, at end
+        (a solve's result); whether any was new."""
+        grown = lag.cloth.grown(x, end)
+        if grown is not None:
+            lag.cloth = grown
+        return grown is not None
 
     def at(self, y, s, lag=None):
         return State(self, y, s, lag)

@@ -27,9 +27,6 @@ from .energies import Potential
 from .linalg import BlockSystem, Coupled
 
 CG_MAX_ITER = 6
-# CG iterations a Coupled matrix (self-contact) gets on its pattern part's factorization before
-# the whole matrix is factored (SuperLU: ~10× a banded factorization)
-COUPLED_CG = 60
 # a CG solve whose residual lags this factor behind a steady pace to its tolerance is given up
 CG_SLACK = 3.0
 # scale factors tried for the negative (compressed-spring, sphere-curvature) terms when the
@@ -170,14 +167,16 @@ def pcg(system, data, b, factor, eta, maxiter=CG_MAX_ITER):
 
 def refined(system, data, b, factor, eta, maxiter=CG_MAX_ITER):
     """factor's solution of data·x = b to relative residual eta: PCG on data when the factor is
-    inexact (single precision, or a Coupled matrix's pattern part); None if that does not
-    converge, except for a Coupled matrix, which is then factored whole."""
-    if factor.exact:
-        return factor.solve(b)
+    inexact (single precision); None if that does not converge. A Coupled matrix (self-contact)
+    is solved by PCG on factor, else on its own factorization."""
     if not isinstance(data, Coupled):
-        return pcg(system, data, b, factor, eta, maxiter)[0]
-    x = pcg(system, data, b, factor, eta, max(maxiter, COUPLED_CG))[0]
-    return data.exact_solve(system, b) if x is None else x
+        return factor.solve(b) if factor.exact else pcg(system, data, b, factor, eta, maxiter)[0]
+    # factor may be another Coupled matrix's (an earlier solve's): refine it on this one
+    x = pcg(system, data, b, factor, eta, maxiter)[0] if factor.solve is not None else None
+    if x is None:
+        own = data.factor(system)
+        x = pcg(system, data, b, own, eta, maxiter)[0] if own.solve is not None else None
+    return x
 
 
 # relative residual to which a linearized step's system is solved: its solution is the step
@@ -273,7 +272,7 @@ class LinearizedStepper:
         md = self.model
         start = md.prediction(x, v, s)
         for _ in range(SELF_ROUNDS):
-            grown = md.potential.grow_self_pairs(lag, x, [y])
+            grown = md.potential.grow_self_pairs(lag, x, y)
             planes = lag.cloth
             depth = planes.depth(y) - md.scene.self_distance
             forced = (planes.forced | (depth < -md.scene.contact_smoothing)) & (depth < 0)
@@ -360,7 +359,7 @@ class Stepper:
         out = self._converge(x, v, s, guess)
         if self.lag is not None and self.lag.cloth is not None:
             for _ in range(SELF_ROUNDS):
-                if not self.model.potential.grow_self_pairs(self.lag, x, [out[0]]):
+                if not self.model.potential.grow_self_pairs(self.lag, x, out[0]):
                     break
                 iterations = out[1]
                 out = self._converge(x, v, s, out[0])

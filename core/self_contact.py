@@ -3,9 +3,9 @@ query for the colliders' penalty (core.contact.penalty).
 
 At a step's start x, and where free fall would take it, x + h·v + h²·g (where a layer moving
 fast would pass a triangle within the step), each vertex p within the search radius of a triangle t = (a, b, c)
-(or passing t's plane within the step, its projection within the radius of t), not a corner of
-t and not that near t at rest, gets t's plane of the step's start (extended beyond t's edges: a
-vertex over an open edge of a sagging layer is held too): t's unit normal turned toward the side p starts on, n.
+or passing t's plane within the step, whose projection on t's plane lies within δ of t, not a
+corner of t and not that near t at rest, gets t's plane of the step's start (reaching δ beyond
+t's edges: a vertex over an open edge of a sagging layer is held too): t's unit normal turned toward the side p starts on, n.
 Within the step
 
     d = n·(y_p − (y_a + y_b + y_c)/3) − δ,
@@ -49,6 +49,27 @@ def _candidates(x, tris, radius):
     return p[keep], t[keep]
 
 
+def _near_moved(x, tris, radius, moved):
+    """(vertex, triangle) pairs within radius of each other at positions x (as _candidates) that
+    involve a vertex of `moved` (a mask), as the vertex or as a corner."""
+    centroids, reach = centroids_and_reach(x, tris)
+    span = radius + float(reach.max())
+    out = []
+    points = np.flatnonzero(moved)
+    if len(points):  # the moved vertices against every triangle
+        pairs = cKDTree(centroids).sparse_distance_matrix(cKDTree(x[points]), span, output_type="ndarray")
+        out.append((points[pairs["j"]], pairs["i"].astype(np.int64)))
+    shifted = np.flatnonzero(moved[tris].any(axis=1))
+    if len(shifted):  # every vertex against the triangles a moved corner carries
+        pairs = cKDTree(x).sparse_distance_matrix(cKDTree(centroids[shifted]), span, output_type="ndarray")
+        out.append((pairs["i"].astype(np.int64), shifted[pairs["j"]]))
+    if not out:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    p, t = (np.concatenate(a) for a in zip(*out))
+    keep = (np.linalg.norm(x[p] - centroids[t], axis=1) <= radius + reach[t]) & (tris[t] != p[:, None]).all(axis=1)
+    return p[keep], t[keep]
+
+
 def _over(x, tris, p, t):
     """For pairs (p, t) at positions x: t's unit normal (P,3), its length |N| (twice the area),
     p's height above t's plane, and how far p's projection on that plane lies outside t."""
@@ -77,50 +98,85 @@ class SelfQuery:
         near = np.linalg.norm(cloth.rest[p] - q, axis=1) <= self.radius
         self.excluded = np.unique(p[near] * self.n_tris + t[near])
 
-    def planes(self, x, ends):
-        """The step's SelfPlanes from its start x and estimates of its end (a prediction, a
-        solve's result): the pairs near at the start or at any end, or passing t's plane between
-        the start and an end."""
-        keys = np.unique(
-            np.concatenate(
-                [p * self.n_tris + t for p, t in (_candidates(y, self.tris, self.radius) for y in [x, *ends])]
-            )
+    def planes(self, x, end):
+        """The step's SelfPlanes from its start x and an estimate of its end: of the pairs whose
+        vertex is within the search radius of the triangle's centroid and reach at either, those
+        over the triangle and within the radius of its plane at either, or passing it between."""
+        keys = np.concatenate(
+            [p * self.n_tris + t for p, t in (_candidates(y, self.tris, self.radius) for y in (x, end))]
         )
-        keys = keys[~np.isin(keys, self.excluded, assume_unique=True)]
-        p, t = np.divmod(keys, self.n_tris)
-        _, _, height, off = _over(x, self.tris, p, t)
-        near = np.hypot(height, off) <= self.radius
-        for y in ends:
-            _, _, height1, off1 = _over(y, self.tris, p, t)
-            near |= np.hypot(height1, off1) <= self.radius
-            near |= (np.minimum(off, off1) <= self.radius) & (np.sign(height) != np.sign(height1))
-        return self.of_pairs(x, keys[near])
+        cands = Candidates(self, x, self.allowed(np.unique(keys)), end)
+        start = np.flatnonzero((cands.off <= self.distance) & (np.abs(cands.height) <= self.radius))
+        return SelfPlanes(cands, np.union1d(start, cands.select(end, self.radius)), x)
+
+    def allowed(self, keys):
+        """The keys of pairs not near at rest."""
+        if not len(self.excluded):
+            return keys
+        at = np.minimum(np.searchsorted(self.excluded, keys), len(self.excluded) - 1)
+        return keys[self.excluded[at] != keys]
 
     def of_pairs(self, x, keys):
-        """SelfPlanes of the pairs keys (vertex·triangles + triangle) from the step's start x."""
-        p, t = np.divmod(keys, self.n_tris)
-        unit, length, height, _ = _over(x, self.tris, p, t)
-        side = np.where(height < 0, -1.0, 1.0)
-        return SelfPlanes(keys, p, t, self.tris[t], unit * side[:, None], length, x)
+        """SelfPlanes of the pairs keys (vertex·triangles + triangle, sorted) from the step's start x."""
+        return SelfPlanes(Candidates(self, x, keys, x), np.arange(len(keys)), x)
+
+
+class Candidates:
+    """A step's candidate pairs (sorted keys vertex·triangles + triangle; p, t) and their geometry at
+    its start: the triangle's unit normal and |N|, the vertex's height and lateral offset."""
+
+    def __init__(self, query, x, keys, end):
+        self.query, self.x, self.keys, self.end = query, x, keys, end
+        self.p, self.t = np.divmod(keys, query.n_tris)
+        self.unit, self.length, self.height, self.off = _over(x, query.tris, self.p, self.t)
+
+    def widened(self, end):
+        """These candidates and the pairs near at end that involve a vertex more than half the
+        search radius's margin over δ from both places the candidates were searched at (a
+        solve's result that strays from them), or None if there are none."""
+        q = self.query
+        strayed = np.minimum(np.linalg.norm(end - self.x, axis=1), np.linalg.norm(end - self.end, axis=1))
+        moved = strayed > 0.5 * (q.radius - q.distance)
+        p, t = _near_moved(end, q.tris, q.radius, moved)
+        keys = q.allowed(np.unique(p * q.n_tris + t))
+        keys = keys[~np.isin(keys, self.keys)]
+        if not len(keys):
+            return None
+        return Candidates(q, self.x, np.union1d(self.keys, keys), self.end)
+
+    def select(self, end, radius, known=()):
+        """Indices of the candidates, not in known, over their triangle (within δ of its edges) at
+        the start or at end and within radius of its plane at end or passed to its other side: a
+        plane says nothing of points beside the triangle (the same layer, brought near as a cloth
+        compresses)."""
+        sel = np.setdiff1d(np.arange(len(self.keys)), known, assume_unique=True)
+        _, _, height1, off1 = _over(end, self.query.tris, self.p[sel], self.t[sel])
+        over = np.minimum(self.off[sel], off1) <= self.query.distance
+        crossed = np.sign(self.height[sel]) != np.sign(height1)
+        return sel[over & ((np.abs(height1) <= radius) | crossed)]
 
 
 class SelfPlanes:
-    """A step's self-contact planes: per pair (sorted keys p·triangles + t) the vertex p, the
-    triangle t and its corners (P,3), the
-    normal n (toward p's side at the step's start) and ∂n/∂x_k for the corners at the start
-    (P,3,3,3: J_k = ±(I − nnᵀ)[s_k]ₓ/|N|, s = (c − b, a − c, b − a))."""
+    """A step's self-contact planes, `chosen` of its Candidates: per pair (keys) the vertex p, the
+    triangle t and its corners (P,3), the normal n (toward p's side at the step's start) and
+    ∂n/∂x_k for the corners at the start (P,3,3,3: J_k = ±(I − nnᵀ)[s_k]ₓ/|N|,
+    s = (c − b, a − c, b − a))."""
 
-    def __init__(self, keys, p, t, tri, n, length, x):
-        self.keys, self.p, self.t, self.tri, self.n = keys, p, t, tri, n
+    def __init__(self, cands, chosen, x):
+        self.cands, self.chosen = cands, chosen
+        self.keys, self.p, self.t = cands.keys[chosen], cands.p[chosen], cands.t[chosen]
+        self.tri = cands.query.tris[self.t]
+        side = np.where(cands.height[chosen] < 0, -1.0, 1.0)
+        n = self.n = cands.unit[chosen] * side[:, None]
+        length = cands.length[chosen]
         # pairs a linearized step holds in contact whatever their distance at its prediction
-        self.forced = np.zeros(len(p), bool)
-        a, b, c = (x[tri[:, i]] for i in range(3))
+        self.forced = np.zeros(len(chosen), bool)
+        a, b, c = (x[self.tri[:, i]] for i in range(3))
         proj = np.eye(3) - n[:, :, None] * n[:, None, :]
         # n = side·N/|N|, N = (b − a)×(c − a): ∂n = side·(I − nnᵀ)·∂N/|N|, ∂N/∂x_k = [s_k]ₓ
-        side = np.sign(_dot(n, np.cross(b - a, c - a)))
-        self.jac = np.empty((len(p), 3, 3, 3))
+        self.jac = np.empty((len(chosen), 3, 3, 3))
         for k, s in enumerate((c - b, a - c, b - a)):
-            skew = np.zeros((len(p), 3, 3))
+            skew = np.zeros((len(chosen), 3, 3))
             skew[:, 0, 1], skew[:, 0, 2], skew[:, 1, 2] = -s[:, 2], s[:, 1], -s[:, 0]
             skew -= skew.transpose(0, 2, 1)
             self.jac[:, k] = (side / length)[:, None, None] * (proj @ skew)
@@ -128,6 +184,22 @@ class SelfPlanes:
     def depth(self, y):
         """d + δ per pair at positions y: the height over the start's plane."""
         return _dot(y[self.p] - y[self.tri].mean(axis=1), self.n)
+
+    def grown(self, x, end):
+        """These planes and those of the candidates within δ of their plane at end (a solve's
+        result) or passed through it, forced flags kept; None if there are none."""
+        cands, old = self.cands.widened(end), self.chosen
+        if cands is None:
+            cands = self.cands
+        else:  # the chosen ones' indices among the widened candidates
+            old = np.searchsorted(cands.keys, self.keys)
+        new = cands.select(end, cands.query.distance, old)
+        if not len(new):
+            return None
+        chosen = np.union1d(old, new)
+        out = SelfPlanes(cands, chosen, x)
+        out.forced[np.searchsorted(chosen, old)] = self.forced
+        return out
 
 
 class SelfContact:
