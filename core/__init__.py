@@ -8,7 +8,7 @@ from .integrator import SimulationError
 from .losses import KeyframeLoss
 from .material import PRESETS as FABRICS
 from .material import Fabric
-from .mesh import grid, triangulate
+from .mesh import crossing_pairs, grid, triangulate
 from .optimize import OptimizeResult, optimize
 from .params import (
     PARAM_NAMES,
@@ -26,7 +26,7 @@ from .params import (
     posed_pins,
     weight_for_distance,
 )
-from .scene import Scene
+from .scene import Scene, max_self_distance
 from .simulate import SolverStats, Trajectory, simulate
 
 __all__ = [
@@ -54,9 +54,11 @@ __all__ = [
     "Trajectory",
     "Wind",
     "check_gradient",
+    "crossing_pairs",
     "grid",
     "inside_at_start",
     "make_param",
+    "max_self_distance",
     "optimize",
     "pins_off_targets",
     "posed_pins",

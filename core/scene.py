@@ -30,8 +30,15 @@ def at_step(frames, s, substeps):
     return (1 - w) * frames[f] + w * frames[f + 1]
 
 
-# the largest self distance, in shortest rest edges
+# the largest self distance, in shortest rest edges: pairs within 2·self_distance at rest never
+# collide, so beyond this a vertex's neighbourhood four cells out would be left out, and a fold
+# that tight would pass through itself
 SELF_DISTANCE_EDGES = 2.0
+
+
+def max_self_distance(cloth):
+    """The largest self distance a cloth allows (m): SELF_DISTANCE_EDGES of its shortest rest edge."""
+    return SELF_DISTANCE_EDGES * float(np.linalg.norm(np.subtract(*cloth.rest[cloth.tension_edges.T]), axis=1).min())
 
 
 class Scene:
@@ -123,11 +130,7 @@ class Scene:
         self.contact_smoothing = float(contact_smoothing)
         if not (np.isfinite(self_distance) and self_distance >= 0):
             raise ValueError(f"self distance must be non-negative (0: no self-collision), got {self_distance}")
-        # pairs within 2·self_distance at rest never collide: beyond this, a vertex's neighbourhood
-        # four cells out would be left out, and a fold that tight would pass through itself
-        limit = SELF_DISTANCE_EDGES * float(
-            np.linalg.norm(np.subtract(*cloth.rest[cloth.tension_edges.T]), axis=1).min()
-        )
+        limit = max_self_distance(cloth)
         if self_distance > limit:
             raise ValueError(
                 f"self distance {self_distance:g} m is more than this cloth allows ({limit:.4g} m, twice its "

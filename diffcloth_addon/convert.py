@@ -440,10 +440,33 @@ def _read_cloth(cloth_obj, cs, depsgraph, start):
     return to_world(local_co, mw), tris, faces, local_co, pins
 
 
+def _self_distance(cs, name, cloth):
+    """The cloth's self distance (0: Self Collisions off), refused by name beyond what its
+    simulated mesh allows."""
+    if not cs.use_self_collision:
+        return 0.0
+    limit = dc.max_self_distance(cloth)
+    if cs.self_distance > limit:
+        raise InputError(
+            f"cloth '{name}': Self Collisions Distance {cs.self_distance * 1e3:.3g} mm is more than its "
+            f"simulated mesh allows ({limit * 1e3:.3g} mm, twice its shortest edge): lower it, or simulate "
+            "through a coarser Simulation Mesh"
+        )
+    return cs.self_distance
+
+
 def _check_start(core_scene, cloth_name, colliders, start):
     """Refuse a cloth that starts inside a collider, or closer to it than the Thickness (a penalty
     would fling it out)."""
     x0 = core_scene.x0
+    if core_scene.self_distance > 0:
+        crossing = len(dc.crossing_pairs(x0, core_scene.cloth.tris))
+        if crossing:
+            raise InputError(
+                f"cloth '{cloth_name}' passes through itself at frame {start} ({crossing} pairs of "
+                "triangles cross): Self Collisions keeps layers on the side they start on; untangle "
+                "it, or turn Self Collisions off"
+            )
     tol = 1e-3 * float(np.ptp(x0, axis=0).max())
     thickness = core_scene.contact_thickness
     inside = dc.inside_at_start(core_scene.colliders, x0, tol)
@@ -648,6 +671,7 @@ def gather(context, cloth_name=None, need_targets=True, use_active=True):
         contact_stiffness=cs.contact_stiffness,
         contact_thickness=cs.thickness,
         solver=cs.solver.lower(),
+        self_distance=_self_distance(cs, name, cloth),
     )
     core_scene = dc.Scene(cloth, pin_path=_pin_path(pin_path, pins), **common)
     _check_start(core_scene, name, colliders + meshes, start)

@@ -146,6 +146,21 @@ class DiffClothObjectSettings(bpy.types.PropertyGroup):
     thickness: FloatProperty(
         name="Thickness", description="Distance kept from colliders", default=0.0, min=0.0, unit="LENGTH"
     )
+    use_self_collision: BoolProperty(
+        name="Self Collisions",
+        description="Keep the cloth from passing through itself where it folds (as Blender's Self "
+        "Collisions; costs several times the run without)",
+        default=False,
+    )
+    self_distance: FloatProperty(
+        name="Distance",
+        description="Distance the cloth keeps from itself (Blender's Self Collisions Distance); at "
+        "most twice the simulated mesh's shortest edge",
+        default=0.015,
+        min=0.001,
+        soft_max=0.1,
+        unit="LENGTH",
+    )
     # sphere and plane colliders
     friction: FloatProperty(
         name="Friction",

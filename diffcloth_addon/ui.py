@@ -138,6 +138,20 @@ class DIFFCLOTH_PT_cloth_collisions(_RolePanel):
     role, props = "CLOTH", ("contact_stiffness", "thickness")
 
 
+class DIFFCLOTH_PT_cloth_self_collisions(_RolePanel):
+    bl_label = "Self Collisions"
+    bl_parent_id = "DIFFCLOTH_PT_cloth_collisions"
+    role = "CLOTH"
+
+    def draw_header(self, context):
+        self.layout.prop(context.object.diffcloth, "use_self_collision", text="")
+
+    def draw(self, context):
+        layout = _split(self.layout)
+        layout.active = context.object.diffcloth.use_self_collision
+        layout.prop(context.object.diffcloth, "self_distance")
+
+
 class DIFFCLOTH_PT_target(_RolePanel):
     bl_label = "Target"
     role = "TARGET"
@@ -178,6 +192,12 @@ class DIFFCLOTH_PT_main(_Sidebar):
         col = layout.column()
         if cloth is not None:
             col.label(text=f"Cloth: {cloth.name}", icon="MOD_CLOTH")
+            cs = cloth.diffcloth
+            col.label(
+                text=f"    Self Collisions: {cs.self_distance * 1e3:.3g} mm (several times the run's cost)"
+                if cs.use_self_collision
+                else "    Self Collisions: off"
+            )
         elif cloths:
             col.label(text=f"{len(cloths)} cloths: select the one to run", icon="INFO")
         col.label(text="Colliders", icon="MESH_UVSPHERE")
@@ -288,6 +308,7 @@ CLASSES = (
     DIFFCLOTH_PT_cloth_shape,
     DIFFCLOTH_PT_cloth_proxy,
     DIFFCLOTH_PT_cloth_collisions,
+    DIFFCLOTH_PT_cloth_self_collisions,
     DIFFCLOTH_PT_target,
     DIFFCLOTH_PT_main,
     DIFFCLOTH_PT_optimize,
