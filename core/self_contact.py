@@ -70,18 +70,22 @@ def _near_moved(x, tris, radius, moved):
     return p[keep], t[keep]
 
 
-def _over(x, tris, p, t):
-    """For pairs (p, t) at positions x: t's unit normal (P,3), its length |N| (twice the area),
-    p's height above t's plane, and how far p's projection on that plane lies outside t."""
+def _plane(x, tris, p, t):
+    """For pairs (p, t) at positions x: t's unit normal (P,3), its length |N| (twice the area)
+    and p's height above t's plane."""
     corners = x[tris[t]]
     a = corners[:, 0]
     big = np.cross(corners[:, 1] - a, corners[:, 2] - a)
     length = np.linalg.norm(big, axis=1)
     unit = big / length[:, None]
-    height = _dot(x[p] - a, unit)
-    q, _ = closest_on_triangles(x[p], a, corners[:, 1], corners[:, 2])
-    off = np.sqrt(np.maximum(np.sum((x[p] - q) ** 2, axis=1) - height**2, 0.0))
-    return unit, length, height, off
+    return unit, length, _dot(x[p] - a, unit)
+
+
+def _offset(x, tris, p, t, height):
+    """How far p's projection on t's plane lies outside t (p's height over the plane given)."""
+    corners = x[tris[t]]
+    q, _ = closest_on_triangles(x[p], corners[:, 0], corners[:, 1], corners[:, 2])
+    return np.sqrt(np.maximum(np.sum((x[p] - q) ** 2, axis=1) - height**2, 0.0))
 
 
 class SelfQuery:
@@ -125,10 +129,13 @@ class Candidates:
     """A step's candidate pairs (sorted keys vertex·triangles + triangle; p, t) and their geometry at
     its start: the triangle's unit normal and |N|, the vertex's height and lateral offset."""
 
-    def __init__(self, query, x, keys, end):
+    def __init__(self, query, x, keys, end, geometry=None):
         self.query, self.x, self.keys, self.end = query, x, keys, end
         self.p, self.t = np.divmod(keys, query.n_tris)
-        self.unit, self.length, self.height, self.off = _over(x, query.tris, self.p, self.t)
+        if geometry is None:
+            unit, length, height = _plane(x, query.tris, self.p, self.t)
+            geometry = unit, length, height, _offset(x, query.tris, self.p, self.t, height)
+        self.unit, self.length, self.height, self.off = geometry
 
     def widened(self, end):
         """These candidates and the pairs near at end that involve a vertex more than half the
@@ -142,7 +149,13 @@ class Candidates:
         keys = keys[~np.isin(keys, self.keys)]
         if not len(keys):
             return None
-        return Candidates(q, self.x, np.union1d(self.keys, keys), self.end)
+        more = Candidates(q, self.x, keys, self.end)  # merged in key order, the known ones' geometry kept
+        order = np.argsort(np.concatenate([self.keys, keys]), kind="stable")
+        fields = [np.concatenate([a, b])[order] for a, b in zip(self.geometry(), more.geometry())]
+        return Candidates(q, self.x, np.concatenate([self.keys, keys])[order], self.end, fields)
+
+    def geometry(self):
+        return self.unit, self.length, self.height, self.off
 
     def select(self, end, radius, known=()):
         """Indices of the candidates, not in known, over their triangle (within δ of its edges) at
@@ -150,10 +163,14 @@ class Candidates:
         plane says nothing of points beside the triangle (the same layer, brought near as a cloth
         compresses)."""
         sel = np.setdiff1d(np.arange(len(self.keys)), known, assume_unique=True)
-        _, _, height1, off1 = _over(end, self.query.tris, self.p[sel], self.t[sel])
-        over = np.minimum(self.off[sel], off1) <= self.query.distance
+        tris, delta = self.query.tris, self.query.distance
+        _, _, height1 = _plane(end, tris, self.p[sel], self.t[sel])
         crossed = np.sign(self.height[sel]) != np.sign(height1)
-        return sel[over & ((np.abs(height1) <= radius) | crossed)]
+        sel, height1 = sel[crossed | (np.abs(height1) <= radius)], height1[crossed | (np.abs(height1) <= radius)]
+        beside = np.flatnonzero(self.off[sel] > delta)  # over at the start, else perhaps at end
+        over = np.ones(len(sel), bool)
+        over[beside] = _offset(end, tris, self.p[sel[beside]], self.t[sel[beside]], height1[beside]) <= delta
+        return sel[over]
 
 
 class SelfPlanes:
