@@ -5,7 +5,7 @@ The artist scene of artist_match.py at side×side vertices (default 128: a 1 m c
 default fabric, Cotton, its two +Y corners pinned, 24 fps, 48 frames, over a sphere (r 0.25 at
 (0, −0.35, −0.55), Role Sphere) and a floor (z = −1, Role Plane); artist_match.addon_scene), its
 cloth simulated through an automatic proxy of about --proxies vertices (Blender's Decimate of the
-cloth; the cloth follows it through core.embedding).
+cloth; the cloth follows it through core.design.embedding).
 
 - Optimize (per proxy size, artist_match.addon_case): through the add-on's operators, Simulate &
   Bake with the proxy set, New Target from Cloth at frames 25 and 49, the targets edited as

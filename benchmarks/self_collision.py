@@ -8,7 +8,7 @@ a floor, its sides folding down onto the floor; *heap*, a 0.8 m cloth standing 1
 (a millimetre of out-of-plane noise) and let go. DiffCloth: the add-on's defaults (Cotton,
 linearized steps), colliders Role Sphere and Plane, read by the add-on. Per scene and run: seconds,
 Newton iterations a step, and the number of triangle pairs that pass through each other
-(core.mesh.crossing_pairs) at every frame — its largest, its last, and in how many frames it is
+(core.model.mesh.crossing_pairs) at every frame — its largest, its last, and in how many frames it is
 above zero — with Self Collisions off and on (DiffCloth: the cloth's Self Collisions at Blender's
 Distance, 15 mm). Targets: no crossing with self-collision, its time at most 2× the run without
 and at most Blender's own ratio of time with and without Self Collisions.
@@ -31,7 +31,7 @@ import bpy  # noqa: E402
 from blender_cloth import triangulated_grid  # noqa: E402
 from fabric import FRAMES, blender_run, convert, dc, diffcloth_cloth, ext, reset, world_positions  # noqa: E402
 
-crossing_pairs = sys.modules[dc.__name__ + ".mesh"].crossing_pairs
+crossing_pairs = sys.modules[dc.__name__ + ".model.mesh"].crossing_pairs
 
 # Blender's Self Collisions defaults: Distance 0.015 m, Friction 5
 BLENDER_SELF = (0.015, 5.0)

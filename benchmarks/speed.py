@@ -20,7 +20,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 import core as dc  # noqa: E402
-from core.integrator import Model  # noqa: E402
+from core.solver.integrator import Model  # noqa: E402
 
 
 def scene(n, sphere):

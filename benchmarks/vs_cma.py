@@ -4,8 +4,8 @@ As in the supplement of a differentiable soft/rigid-body simulation paper (its c
 Hansen's CMA-ES), on three of this project's problems, each solved by this project's optimizer
 (core.optimize: its default method, Gauss–Newton here, and L-BFGS-B) and by CMA-ES (Hansen's `cma`
 package, its default settings but for the budget, the seed and a separable covariance where a
-full one cannot be stored): the same θ and bounds (core.params.Design), the same objective
-(keyframe loss + regularizers, core.optimize.Objective's value), started from the same design.
+full one cannot be stored): the same θ and bounds (core.design.params.Design), the same objective
+(keyframe loss + regularizers, core.design.optimize.Objective's value), started from the same design.
 
 Problems: "stiffness", thesis_experiments.py's first experiment (a 20×20 cloth, 100 frames, one
 global tension stiffness from 10 to the true 20; θ = log k, one component); "throw", its fifth
@@ -100,7 +100,7 @@ class Problem:
         return importlib.import_module(f"{self.dc.__name__}.{name}")
 
     def design(self):
-        return self.module("params").Design(self.scene, self.params)
+        return self.module("design.params").Design(self.scene, self.params)
 
 
 # --- the problems ---------------------------------------------------------------------------
@@ -244,7 +244,7 @@ def run_gradient(problem, method="auto", label=None, max_iter=None):
 
 
 class ObjectiveValue:
-    """θ ↦ keyframe loss + regularizers (core.optimize.Objective's value, without its gradient) by
+    """θ ↦ keyframe loss + regularizers (core.design.optimize.Objective's value, without its gradient) by
     one forward simulation; a simulation that fails scores 1e3 × the start's loss + 1 (as
     core.optimize's L-BFGS-B scores a diverged trial). Records every evaluation."""
 
@@ -290,8 +290,8 @@ def run_cma(problem, budget, seed=1, sigma0=None):
     bounds = cma_bounds(design.bounds)
     if bounds is not None:
         options["bounds"] = bounds
-    Clock = problem.module("timing").Clock
-    threads = problem.module("threads")
+    Clock = problem.module("solver.timing").Clock
+    threads = problem.module("solver.threads")
     trace = []
     t0 = time.perf_counter()
 

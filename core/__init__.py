@@ -1,16 +1,15 @@
-"""DiffCloth core: a differentiable mass-spring cloth simulator in numpy/scipy (never imports bpy)."""
+"""DiffCloth core: a differentiable mass-spring cloth simulator in numpy/scipy (never imports bpy).
 
-from .adjoint import Gradient, value_and_grad
-from .cloth import Cloth
-from .colliders import MeshCollider, Plane, Sphere, inside_at_start
-from .gradcheck import check_gradient
-from .integrator import SimulationError
-from .losses import KeyframeLoss
-from .material import PRESETS as FABRICS
-from .material import Fabric
-from .mesh import crossing_pairs, grid, triangulate
-from .optimize import OptimizeResult, optimize
-from .params import (
+Grouped by concern: `model` (meshes, fabrics, the potential's terms, the scene), `contact`
+(colliders' and the cloth's own distance queries, penalty and friction), `solver` (the implicit
+Euler step, its linear algebra, the simulation loop), `gradients` (adjoint and tangent passes),
+`design` (parameters, losses, optimizers, proxies). The names below are the API.
+"""
+
+from .contact.colliders import MeshCollider, Plane, Sphere, inside_at_start
+from .design.losses import KeyframeLoss
+from .design.optimize import OptimizeResult, optimize
+from .design.params import (
     PARAM_NAMES,
     ControlForces,
     Friction,
@@ -26,8 +25,15 @@ from .params import (
     posed_pins,
     weight_for_distance,
 )
-from .scene import Scene, max_self_distance
-from .simulate import SolverStats, Trajectory, simulate
+from .gradients.adjoint import Gradient, value_and_grad
+from .gradients.gradcheck import check_gradient
+from .model.cloth import Cloth
+from .model.material import PRESETS as FABRICS
+from .model.material import Fabric
+from .model.mesh import crossing_pairs, grid, triangulate
+from .model.scene import Scene, max_self_distance
+from .solver.integrator import SimulationError
+from .solver.simulate import SolverStats, Trajectory, simulate
 
 __all__ = [
     "FABRICS",

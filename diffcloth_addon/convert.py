@@ -6,7 +6,7 @@ import numpy as np
 from bpy_extras import anim_utils
 
 from .. import core as dc
-from ..core.embedding import EmbeddedLoss
+from ..core.design.embedding import EmbeddedLoss
 from . import proxy
 from .colliders import FRICTION_SCALE, MeshReader, collision_objects
 
@@ -591,7 +591,7 @@ def gather(context, cloth_name=None, need_targets=True, use_active=True):
                     f"cloth '{name}': its optimized design was refined on the cloth itself, so the cloth is "
                     "simulated without its simulation mesh (Discard Result to use the simulation mesh again)"
                 )
-            elif proxy.wanted(cs):  # simulate a proxy; the cloth follows it (core.embedding)
+            elif proxy.wanted(cs):  # simulate a proxy; the cloth follows it (core.design.embedding)
                 start_mw = np.array(cloth_obj.evaluated_get(depsgraph).matrix_world)
                 local_co, tris, pins, embedding = proxy.read(
                     cloth_obj,

@@ -1,7 +1,7 @@
 """A simulation mesh (proxy) for a cloth (main thread only): picked by the artist (Simulation Mesh)
 or made from the cloth (Proxy Vertices, a vertex budget: Blender's Decimate, collapse, on a
 temporary copy, so the same cloth gives the same proxy every time). The proxy is simulated; the
-cloth, the render mesh, follows it through a core.embedding.Embedding, as Surface Deform would
+cloth, the render mesh, follows it through a core.design.embedding.Embedding, as Surface Deform would
 carry it, and is what targets pose, the loss measures and the bake shows.
 """
 
@@ -10,7 +10,7 @@ import numpy as np
 from scipy.spatial import cKDTree
 
 from .. import core as dc
-from ..core.embedding import Embedding
+from ..core.design.embedding import Embedding
 
 # a render vertex farther than this fraction of the cloth's size from its proxy is not covered
 COVER = 0.02

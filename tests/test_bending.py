@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 import core as dc
-from core.cloth import BENDING_DEFAULTS
-from core.energies import HingeBending, hinge_weights
-from core.integrator import Model
+from core.model.cloth import BENDING_DEFAULTS
+from core.model.energies import HingeBending, hinge_weights
+from core.solver.integrator import Model
 
 
 def rotation(seed):

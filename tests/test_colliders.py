@@ -1,4 +1,4 @@
-"""Mesh colliders and friction (core.colliders, core.contact): closest points, sides, no tunnelling,
+"""Mesh colliders and friction (core.contact.colliders, core.contact.penalty): closest points, sides, no tunnelling,
 Coulomb friction on a slope, exact gradients with a moving mesh and with friction."""
 
 import math
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import core as dc
-from core.colliders import closest_on_triangles
+from core.contact.colliders import closest_on_triangles
 
 INCLINE = math.radians(30)
 TURN = np.array([[1, 0, 0], [0, math.cos(INCLINE), -math.sin(INCLINE)], [0, math.sin(INCLINE), math.cos(INCLINE)]])
@@ -232,8 +232,8 @@ def test_gradients_with_a_mesh_collider_and_friction(mu, moving):
 
 
 def test_friction_tangents_match_the_adjoint():
-    from core.adjoint import backward
-    from core.tangent import tangent
+    from core.gradients.adjoint import backward
+    from core.gradients.tangent import tangent
 
     scene = gradient_scene(0.5, True)
     traj = dc.simulate(scene)

@@ -1,12 +1,12 @@
-"""A render mesh carried by a proxy (core.embedding): exact under rigid motion and folds, its
+"""A render mesh carried by a proxy (core.design.embedding): exact under rigid motion and folds, its
 Jacobian and transpose exact, and a render-mesh loss's gradient through a proxy's simulation."""
 
 import numpy as np
 import pytest
 
 import core as dc
-from core.embedding import EmbeddedLoss, Embedding
-from core.params import Design
+from core.design.embedding import EmbeddedLoss, Embedding
+from core.design.params import Design
 
 
 def proxy_and_render(offset=0.01):

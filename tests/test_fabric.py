@@ -1,11 +1,11 @@
-"""Fabric in physical units (core.material) and the linearized step on real-fabric stiffness."""
+"""Fabric in physical units (core.model.material) and the linearized step on real-fabric stiffness."""
 
 import numpy as np
 import pytest
 from test_gradients import along
 
 import core as dc
-from core.material import spring_factors
+from core.model.material import spring_factors
 
 
 def equilateral_patch(rows=8, cols=8, edge=0.05):
@@ -30,7 +30,7 @@ def test_stretch_stiffness_is_the_sheets_modulus_on_equilateral_triangles():
     e = cloth.tension_edges
     stretch = eps * np.linalg.norm(verts[e[:, 0]] - verts[e[:, 1]], axis=1)
     energy = 0.5 * float(np.sum(cloth.k_tension * stretch**2))
-    area = float(dc.mesh.triangle_areas(verts, tris).sum())
+    area = float(dc.model.mesh.triangle_areas(verts, tris).sum())
     assert energy / area == pytest.approx(1.5 * 150.0 * eps**2, rel=1e-9)
 
 

@@ -136,7 +136,7 @@ def test_moving_pins_gradient_matches_finite_differences(path, which):
 def test_moving_pins_tangent_is_the_derivative_of_the_design():
     scene = moving_pin_scene(path=True)
     param = dc.KeyedForces(every=0.1, move_pins=True)
-    design = dc.params.Design(scene, [param])
+    design = dc.design.params.Design(scene, [param])
     rng = np.random.default_rng(3)
     theta, dtheta = rng.normal(size=(2, len(design.theta0)))
     fields = design.fields(theta)
@@ -153,7 +153,7 @@ def test_pins_take_the_key_accelerations_from_rest_and_are_reported():
     pins = scene.cloth.pinned
     theta = np.zeros(param.size(scene)).reshape(-1, scene.cloth.n, 3)
     theta[:, pins[0]] = [2.0, 0.0, 0.0]  # the first pin pulled at a steady 2 m/s² along x
-    moved = dc.params.Design(scene, [param]).scene(theta.ravel())
+    moved = dc.design.params.Design(scene, [param]).scene(theta.ravel())
     path = moved.pin_path[:, 0] - scene.x0[pins[0]]
     t = np.arange(scene.steps + 1) * scene.dt
     assert np.allclose(path[:, 0], 2.0 * t * (t + scene.dt) / 2)  # x_f = a·dt²·f(f+1)/2, from rest

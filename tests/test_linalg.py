@@ -5,7 +5,7 @@ import gc
 import numpy as np
 
 import core as dc
-from core.integrator import Model
+from core.solver.integrator import Model
 
 
 def system_and_matrices(n=8):

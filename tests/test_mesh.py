@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import core as dc
-from core.mesh import crossing_pairs
+from core.model.mesh import crossing_pairs
 
 
 def expected_counts(n, m):

@@ -42,7 +42,9 @@ def built_zip(tmp_path_factory):
 
 def test_zip_holds_the_extension_and_its_wheels_only(built_zip):
     names = zipfile.ZipFile(built_zip).namelist()
-    assert "blender_manifest.toml" in names and "core/integrator.py" in names and "diffcloth_addon/cli.py" in names
+    assert (
+        "blender_manifest.toml" in names and "core/solver/integrator.py" in names and "diffcloth_addon/cli.py" in names
+    )
     wheels = sorted(n for n in names if n.endswith(".whl"))
     # scipy for each Python Blender uses (3.11: 4.2-5.0, 3.13: 5.1+), pure-Python threadpoolctl once
     assert [w.split("-")[0] + "-" + w.split("-")[2] for w in wheels] == [

@@ -1,11 +1,11 @@
-"""Self-collision (core.self_contact): layers kept apart, exact gradients through the cloth's own
+"""Self-collision (core.contact.self_contact): layers kept apart, exact gradients through the cloth's own
 planes, and the inputs it refuses."""
 
 import numpy as np
 import pytest
 
 import core as dc
-from core.mesh import crossing_pairs
+from core.model.mesh import crossing_pairs
 
 
 def two_layers(n=6, size=0.1, gap=0.012, rng_seed=0, k=60.0):
@@ -100,8 +100,8 @@ def test_gradients_through_self_contact_match_finite_differences():
 
 
 def test_self_contact_tangents_match_the_adjoint():
-    from core.adjoint import backward
-    from core.tangent import tangent
+    from core.gradients.adjoint import backward
+    from core.gradients.tangent import tangent
 
     scene = contact_scene()
     traj = dc.simulate(scene)

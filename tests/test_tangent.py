@@ -1,12 +1,12 @@
-"""Forward-mode derivatives of a simulation (core.tangent): against central finite differences of
+"""Forward-mode derivatives of a simulation (core.gradients.tangent): against central finite differences of
 simulate for every design field, and against the adjoint by ⟨J·a, b⟩ = ⟨a, Jᵀ·b⟩."""
 
 import numpy as np
 import pytest
 
 import core as dc
-from core.adjoint import backward
-from core.tangent import tangent
+from core.gradients.adjoint import backward
+from core.gradients.tangent import tangent
 
 FIELDS = ("k_tension", "k_bending", "x0", "v0", "forces", "damping", "contact_stiffness", "pin_path")
 
@@ -135,7 +135,7 @@ def test_bad_directions_name_the_field():
 def test_passes_on_the_steps_own_factorizations_agree(solver):
     """A Linearization that factors each step's matrix itself (what Gauss–Newton's many passes
     use) gives the tangent and the gradient that the forward's factorizations give."""
-    from core.adjoint import Linearization
+    from core.gradients.adjoint import Linearization
 
     scene = contact_scene(True, solver=solver)
     traj = dc.simulate(scene)

@@ -1,5 +1,5 @@
 """The cloth's potential energy Φ term by term: springs, hinge bending, gravity; contact and
-friction (core.contact).
+friction (core.contact.penalty).
 
 `Potential` sums the terms and gives what Newton's method and the adjoint read from them, all
 through one interface: Φ at a point, ∇Φ, ∇²Φ on a BlockSystem's storage (with the solver's
@@ -10,9 +10,9 @@ of ∇Φ·v with respect to the design's stiffnesses.
 import numpy as np
 import scipy.sparse as sp
 
-from .contact import Contact, StepLag
-from .linalg import Coupled
-from .self_contact import SelfContact, SelfQuery
+from ..contact.penalty import Contact, StepLag
+from ..contact.self_contact import SelfContact, SelfQuery
+from ..solver.linalg import Coupled
 
 # a hinge's six vertex pairs, (i, j) with i < j in (x0, x1, x2, x3)
 HINGE_PAIRS = np.array([(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)])

@@ -10,7 +10,7 @@ Backward over integrator steps s = N−1 … 0 with ĝx, ĝv the total derivativ
 A is symmetric and, at a converged minimum of the incremental potential, positive definite: the
 forward's factorization from that step preconditions a CG solve, so the backward costs a few
 triangular solves per step. A `Linearization` of the trajectory holds those per-step states,
-matrices and solves; the tangent (forward-mode) pass of core.tangent shares it.
+matrices and solves; the tangent (forward-mode) pass of core.gradients.tangent shares it.
 
 A linearized step (Scene(solver="linearized")), x′ = x̂ − Ã⁻¹·h²∇E(x̂) with x̂ = x + h·v and Ã
 the projected matrix at x̂, has the same recursion with Ã in place of A, the states at x̂, and
@@ -26,11 +26,11 @@ both recursions agree).
 
 import numpy as np
 
-from .contact import StepLag
-from .integrator import Model, pcg, refined
-from .simulate import FACTOR_BUDGET, simulate
-from .threads import one_blas_thread
-from .timing import timed
+from ..contact.penalty import StepLag
+from ..solver.integrator import Model, pcg, refined
+from ..solver.simulate import FACTOR_BUDGET, simulate
+from ..solver.threads import one_blas_thread
+from ..solver.timing import timed
 
 ADJOINT_RTOL = 1e-12
 # bytes of per-step states and matrices a Linearization keeps for later passes (a 64×64 cloth:

@@ -51,7 +51,7 @@ class Param:
 class GlobalStiffness(Param):
     """One stiffness for all tension springs and/or all bending elements (hinges or bending
     springs, as the cloth's model has them), θ = log k̄ of their mean k̄: the scene's springs
-    scaled together, so a fabric's springs (core.material, which vary with the triangles) keep
+    scaled together, so a fabric's springs (core.model.material, which vary with the triangles) keep
     their proportions and a uniform cloth gets k = exp(θ) everywhere."""
 
     name = "stiffness"

@@ -6,20 +6,20 @@ vertices, the pinned ones prescribed. Differentiating it at the converged y (tim
     A·δy = M(1 + hc)·δx + h·M·δv − h²·(∇²Φ·δy_pinned + ∂ₚ∇Φ·δp − δu + δc·M·v′)
     δv′ = (δy − δx)/h
 
-with A = M(1 + hc) + h²∇²Φ the adjoint's matrix (core.adjoint): the same Linearization, the
+with A = M(1 + hc) + h²∇²Φ the adjoint's matrix (core.gradients.adjoint): the same Linearization, the
 forward's factorizations as preconditioners, so a tangent costs what a backward pass costs, and
-⟨J·a, b⟩ = ⟨a, Jᵀ·b⟩ holds to the solves' tolerance. Gauss–Newton (core.gauss_newton) multiplies
-by J with it. A linearized step (core.adjoint) adds to the right-hand side what its own matrix's
+⟨J·a, b⟩ = ⟨a, Jᵀ·b⟩ holds to the solves' tolerance. Gauss–Newton (core.design.gauss_newton) multiplies
+by J with it. A linearized step (core.gradients.adjoint) adds to the right-hand side what its own matrix's
 change moves: h²·((H̃ − ∇²Φ)·δx̂ − (∂H̃[δx̂] + ∂ₚH̃·δp)·Δ) over the free vertices, δx̂ the
 prediction's change (δx + h·δv, the pins' own).
 """
 
 import numpy as np
 
+from ..model.scene import at_step
+from ..solver.threads import one_blas_thread
+from ..solver.timing import timed
 from .adjoint import Linearization
-from .scene import at_step
-from .threads import one_blas_thread
-from .timing import timed
 
 FIELDS = ("k_tension", "k_bending", "x0", "v0", "forces", "damping", "contact_stiffness", "friction", "pin_path")
 

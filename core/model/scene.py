@@ -66,7 +66,7 @@ class Scene:
     matrix's derivatives included), and the same rest states (a drape at rest is a fixed point of
     both). contact_smoothing (m): the depth over which contact stiffness rises smoothly (None:
     0 for "newton", 1 mm for "linearized", whose step must not jump as contacts begin).
-    self_distance (m): the distance the cloth keeps from itself (core.self_contact), with the
+    self_distance (m): the distance the cloth keeps from itself (core.contact.self_contact), with the
     colliders' penalty; 0 turns self-collision off; at most twice the shortest rest edge.
     """
 

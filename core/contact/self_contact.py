@@ -1,5 +1,5 @@
 """The cloth against itself: vertex–triangle planes lagged from each step's start, a distance
-query for the colliders' penalty (core.contact.penalty).
+query for the colliders' penalty (core.contact.penalty.penalty).
 
 At a step's start x, and where free fall would take it, x + h·v + h²·g (where a layer moving
 fast would pass a triangle within the step), each vertex p within the search radius of a triangle t = (a, b, c)
@@ -18,15 +18,15 @@ anchors the plane rather than p's projection: its weights are constant, and on t
 both give the same d.
 
 A pair's Hessian couples p with t's corners, which the mesh's sparsity pattern does not hold:
-core.linalg.Coupled carries those blocks beside the pattern.
+core.solver.linalg.Coupled carries those blocks beside the pattern.
 """
 
 import numpy as np
 from scipy.spatial import cKDTree
 
+from ..model.mesh import centroids_and_reach
 from .colliders import closest_on_triangles
-from .contact import penalty
-from .mesh import centroids_and_reach
+from .penalty import penalty
 
 # the search radius in self distances: pairs within it at the step's start or its prediction
 # become planes, pairs within it at rest never do

@@ -1,9 +1,9 @@
 """Contact with colliders of every kind: penalty on the signed distance, and smooth Coulomb friction.
 
-One mechanism for all colliders (core.colliders answers the distance queries):
+One mechanism for all colliders (core.contact.colliders answers the distance queries):
 
 - `StepLag`, made once per integrator step from its start state (x_s, v_s): each collider's
-  per-step data (a mesh's tangent planes), the cloth's own planes (core.self_contact: the cloth
+  per-step data (a mesh's tangent planes), the cloth's own planes (core.contact.self_contact: the cloth
   as a collider of itself, a distance query over vertex–triangle pairs) and the friction contacts, whose normal force λ,
   normal n and anchor are lagged from the step's start (Li et al. 2020, Incremental Potential
   Contact §5). Everything in it is a function of x_s, and the adjoint differentiates it
@@ -62,7 +62,7 @@ class StepLag:
         sub, h = sc.substeps, sc.h
         t0, t1 = s / sub, (s + 1) / sub
         self.planes = [col.begin_step(x, v, t0, t1, h, thickness_of(col, sc)) for col in sc.colliders]
-        # the cloth's own planes (core.self_contact): the pairs given (a step replayed), else those
+        # the cloth's own planes (core.contact.self_contact): the pairs given (a step replayed), else those
         # near at the start or where free fall takes it (a step adds those its solve crosses)
         query = potential.self_query
         if query is None:
@@ -120,7 +120,7 @@ def project_out(potential, lag, y, s):
     mesh: 13 mm; the 64×64 cotton artist scene into the analytic sphere: 15 mm). Changes y in place
     and returns, per collider that moved some, (vertices, J = ∂y′/∂y = I − nnᵀ + (−δ − d)·∇n
     (k,3,3), their positions before), in the order applied: the adjoint and tangent passes
-    differentiate through them (core.adjoint.Linearization)."""
+    differentiate through them (core.gradients.adjoint.Linearization)."""
     sc = potential.scene
     t = (s + 1) / sc.substeps
     free = np.zeros(len(y), bool)

@@ -1,6 +1,6 @@
 """Gauss–Newton (Levenberg–Marquardt) for keyframe losses: few simulations per iteration.
 
-A keyframe loss is a sum of squares of the states, so with J = dx/dθ (core.tangent) its
+A keyframe loss is a sum of squares of the states, so with J = dx/dθ (core.gradients.tangent) its
 Gauss–Newton matrix is Jᵀ·H·J, H the loss's (constant) Hessian in the states, and the control
 regularizers are quadratic. Each iteration linearizes at the current design θ (its trajectory and
 one adjoint pass for the gradient g) and minimizes the model
@@ -30,10 +30,10 @@ from functools import cached_property
 
 import numpy as np
 
-from .adjoint import Linearization, backward
-from .integrator import SimulationError
-from .simulate import simulate
-from .tangent import tangent
+from ..gradients.adjoint import Linearization, backward
+from ..gradients.tangent import tangent
+from ..solver.integrator import SimulationError
+from ..solver.simulate import simulate
 
 # Lanczos vectors per iteration at most, and the damped system's residual (relative to ‖g‖) at
 # which the basis is enough

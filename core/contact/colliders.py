@@ -1,6 +1,6 @@
 """Colliders: sphere, plane and triangle mesh, static or with one pose per frame.
 
-Every collider answers the same question for the contact term (core.energies.Contact): for cloth
+Every collider answers the same question for the contact term (core.contact.penalty.Contact): for cloth
 vertices x at a time, the signed distance d, its gradient n (unit) and the derivative of n. The
 sphere and the plane answer exactly. A mesh answers per integrator step: at the step's start it
 finds each nearby vertex's closest point on the surface (face, edge or vertex region; cKDTree
@@ -14,7 +14,7 @@ kind.
 import numpy as np
 from scipy.spatial import cKDTree
 
-from .mesh import centroids_and_reach
+from ..model.mesh import centroids_and_reach
 
 
 def _pose(value, what):

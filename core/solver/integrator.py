@@ -2,7 +2,7 @@
 
     E(y) = ½h⁻²‖y − x − h·v‖²_M + ½h⁻¹·c‖y − x‖²_M + Φ(y) − uᵀy,   x′ = argmin E,  v′ = (x′ − x)/h
 
-with Φ the cloth's potential (core.energies: springs, hinge bending, gravity, contact). Unknowns
+with Φ the cloth's potential (core.model.energies: springs, hinge bending, gravity, contact). Unknowns
 are the free (unpinned) vertices.
 
 Newton's matrix is E's Hessian with one change: the transverse stiffness t/L of a spring uses a
@@ -22,8 +22,8 @@ needs too many iterations; then the current matrix is factored.
 
 import numpy as np
 
-from .contact import project_out
-from .energies import Potential
+from ..contact.penalty import project_out
+from ..model.energies import Potential
 from .linalg import BlockSystem, Coupled
 
 CG_MAX_ITER = 6

@@ -2,8 +2,8 @@
 
 import numpy as np
 
+from ..model.mesh import crossing_pairs
 from .integrator import LinearizedStepper, Model, Stepper
-from .mesh import crossing_pairs
 from .threads import one_blas_thread
 from .timing import timed
 
@@ -106,5 +106,5 @@ def simulate(scene, progress=None, guess=None, on_frame=None, keep_factors=True)
                 progress((s + 1) // scene.substeps, scene.steps)
     stats.factorizations = stepper.factorizations
     traj = Trajectory(scene, xs, vs, stats, factors, projected, model)
-    traj.self_pairs = self_pairs  # per step: the self-contact pairs its planes held (core.self_contact)
+    traj.self_pairs = self_pairs  # per step: the self-contact pairs its planes held (core.contact.self_contact)
     return traj

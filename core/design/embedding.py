@@ -12,7 +12,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.spatial import cKDTree
 
-from .colliders import MeshCollider
+from ..contact.colliders import MeshCollider
 
 
 def _normals(x, tris):

@@ -1,18 +1,18 @@
 """Optimizers over parameterized designs, keeping the best design seen: Gauss–Newton
-(core.gauss_newton) for keyframe losses, scipy's L-BFGS-B for the rest and where bounds apply."""
+(core.design.gauss_newton) for keyframe losses, scipy's L-BFGS-B for the rest and where bounds apply."""
 
 import time
 
 import numpy as np
 from scipy.optimize import minimize
 
+from ..gradients.adjoint import value_and_grad
+from ..solver.integrator import SimulationError
+from ..solver.simulate import simulate
+from ..solver.threads import one_blas_thread
+from ..solver.timing import Clock
 from . import gauss_newton
-from .adjoint import value_and_grad
-from .integrator import SimulationError
 from .params import Acceleration, Design
-from .simulate import simulate
-from .threads import one_blas_thread
-from .timing import Clock
 
 METHODS = ("auto", "gauss-newton", "l-bfgs-b")
 
@@ -30,7 +30,7 @@ class OptimizeResult:
     passes: {"forward" | "adjoint" | "tangent": (count, seconds)} over the whole run;
     initial_distances: the start's distances to the keys (as in history), for a loss that
     measures them; trajectory: the best design's motion as the optimizer simulated it. Gauss–Newton follows one
-    branch of the solutions of buckling steps (core.gauss_newton), so it is reproduced by
+    branch of the solutions of buckling steps (core.design.gauss_newton), so it is reproduced by
     simulate(scene, guess=trajectory.step_x); from scratch, simulate(scene) may fold the other
     way where the cloth buckles."""
 
@@ -178,7 +178,7 @@ def optimize(
 ):
     """Minimize loss over `params` (parameterizations or names, see params.PARAM_NAMES).
 
-    method: "gauss-newton" (core.gauss_newton: Levenberg–Marquardt on a sum-of-squares loss such
+    method: "gauss-newton" (core.design.gauss_newton: Levenberg–Marquardt on a sum-of-squares loss such
     as KeyframeLoss, a few simulations per iteration; it does not honour bounds, and refuses
     parameters that have them), "l-bfgs-b" (scipy's, honouring every Param's bounds), or "auto":
     Gauss–Newton for a sum-of-squares loss (KeyframeLoss, EmbeddedLoss) when no parameter has

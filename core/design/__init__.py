@@ -1,0 +1,1 @@
+"""What an optimization changes and measures: parameters, losses, optimizers, proxies."""

@@ -1,0 +1,1 @@
+"""Exact derivatives of a simulation: adjoint (reverse) and tangent (forward) passes."""

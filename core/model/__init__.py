@@ -1,0 +1,1 @@
+"""The cloth as simulated: meshes, fabrics, the potential's terms, the scene."""

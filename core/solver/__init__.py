@@ -1,0 +1,1 @@
+"""Time stepping: the implicit Euler step, its linear algebra, the simulation loop."""
