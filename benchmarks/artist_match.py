@@ -334,6 +334,61 @@ def cape_case(pose, max_iter, within):
         ext.unregister()
 
 
+def fold_case(max_iter, within, side=16, size=0.5):
+    """A side×side cloth lying on a floor (Role Plane) with Self Collisions on (Distance 10 mm),
+    through the add-on: Simulate & Bake, New Target at frames 13 and 25, posed by hand: the corner
+    beyond a diagonal fold line stood up (frame 13) and laid over the rest 2 cm above it (frame
+    25); Control Forces, Optimize. Also the most triangle pairs crossing at any frame of the bake."""
+    import bpy
+
+    def folded(degrees, lift=0.0):
+        def edit(x):
+            u = np.array([1.0, 1.0, 0.0]) / math.sqrt(2)
+            beyond = x @ u - 0.1  # distance past the fold line x + y = 0.1·√2
+            out = x.copy()
+            on = beyond > 0
+            a = math.radians(degrees)
+            out[on] += (beyond[on] * (math.cos(a) - 1))[:, None] * u + (beyond[on] * math.sin(a) + lift)[:, None] * [
+                0.0,
+                0.0,
+                1.0,
+            ]
+            return out
+
+        return edit
+
+    ext.register()
+    try:
+        bpy.ops.wm.read_factory_settings(use_empty=True)
+        sc = bpy.context.scene
+        sc.render.fps, sc.frame_start, sc.frame_end = FPS, 1, 25
+        bpy.ops.mesh.primitive_grid_add(
+            x_subdivisions=side - 1, y_subdivisions=side - 1, size=size, location=(0, 0, 0.01)
+        )
+        cloth = bpy.context.active_object
+        cloth.name, cloth.diffcloth.role = "Cloth", "CLOTH"
+        cloth.diffcloth.use_self_collision, cloth.diffcloth.self_distance = True, 0.01
+        bpy.ops.mesh.primitive_plane_add(size=4)
+        bpy.context.active_object.diffcloth.role = "PLANE"
+        bpy.context.view_layer.objects.active = cloth
+        assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+        pose_target(cloth, 13, folded(90))
+        pose_target(cloth, 25, folded(180, 0.02))
+        row = optimized_row(cloth, f"{side}x{side} fold with Self Collisions", side, max_iter, within)[0]
+        tris = np.array([p.vertices[:] for p in cloth.data.polygons])
+        tris = np.concatenate([tris[:, [0, 1, 2]], tris[:, [0, 2, 3]]])
+        most = 0
+        for f in range(1, 26):
+            sc.frame_set(f)
+            ev = cloth.evaluated_get(bpy.context.evaluated_depsgraph_get())
+            co = np.array([ev.matrix_world @ v.co for v in ev.data.vertices])
+            most = max(most, len(dc.crossing_pairs(co, tris)))
+        row["crossing_pairs_in_bake"] = most
+        return row
+    finally:
+        ext.unregister()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", type=int, nargs="*", default=[32, 64])
@@ -350,6 +405,9 @@ def main():
     ap.add_argument("--table", action="store_true", help="the add-on case over a table edge (Collision physics)")
     ap.add_argument("--preview-poses", action="store_true", help="core cases: the keys posed on the linearized preview")
     ap.add_argument("--cape", action="store_true", help="the add-on case on the cape sample scene (a mesh collider)")
+    ap.add_argument(
+        "--fold", action="store_true", help="the add-on case of a cloth folding over itself (Self Collisions)"
+    )
     args = ap.parse_args()
     global SPRINGS, PREVIEW_POSES
     SPRINGS, PREVIEW_POSES = args.springs, args.preview_poses
@@ -371,6 +429,8 @@ def main():
     if args.cape:
         for pose in CAPE_POSES:
             print(json.dumps(cape_case(pose, args.max_iter, within)), flush=True)
+    if args.fold:
+        print(json.dumps(fold_case(args.max_iter, within)), flush=True)
 
 
 if __name__ == "__main__":
