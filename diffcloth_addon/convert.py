@@ -440,17 +440,17 @@ def _read_cloth(cloth_obj, cs, depsgraph, start):
     return to_world(local_co, mw), tris, faces, local_co, pins
 
 
-def _self_distance(cs, name, cloth):
-    """The cloth's self distance (0: Self Collisions off), refused by name beyond what its
-    simulated mesh allows."""
+def _self_distance(cs, name, cloth, mesh="its simulated"):
+    """The cloth's self distance (0: Self Collisions off), refused by name beyond what the mesh
+    simulated (the Simulation Mesh's, or the cloth's own for Refine) allows."""
     if not cs.use_self_collision:
         return 0.0
     limit = dc.max_self_distance(cloth)
     if cs.self_distance > limit:
         raise InputError(
-            f"cloth '{name}': Self Collisions Distance {cs.self_distance * 1e3:.3g} mm is more than its "
-            f"simulated mesh allows ({limit * 1e3:.3g} mm, twice its shortest edge): lower it, or simulate "
-            "through a coarser Simulation Mesh"
+            f"cloth '{name}': Self Collisions Distance {cs.self_distance * 1e3:.3g} mm is more than {mesh} "
+            f"mesh allows ({limit * 1e3:.3g} mm, twice its shortest edge): lower it"
+            + (", or simulate through a coarser Simulation Mesh" if mesh == "its simulated" else ", or Refine 0")
         )
     return cs.self_distance
 
@@ -680,10 +680,11 @@ def gather(context, cloth_name=None, need_targets=True, use_active=True):
         loss, zero = _loss(targets, target_pos, start, context.evaluated_depsgraph_get, n_render)
         warnings += zero
         if embedding is not None and need_targets and cs.refine_iterations:  # Refine: the cloth's own run
+            full = build_cloth(cs, render_verts, render_tris, render_pins)
             own = dc.Scene(
-                build_cloth(cs, render_verts, render_tris, render_pins),
+                full,
                 pin_path=_pin_path(render_pin_path, render_pins),
-                **common,
+                **dict(common, self_distance=_self_distance(cs, name, full, "Refine's")),
             )
             refine = Setup(scene=own, loss=loss, posed_pins=dc.posed_pins(own, loss, PIN_SLACK))
         if embedding is not None:  # the targets pose the cloth; the loss measures it on the proxy's motion
