@@ -30,9 +30,9 @@ def at_step(frames, s, substeps):
     return (1 - w) * frames[f] + w * frames[f + 1]
 
 
-# the largest self distance, in shortest rest edges: pairs within 2·self_distance at rest never
-# collide, so beyond this a vertex's neighbourhood four cells out would be left out, and a fold
-# that tight would pass through itself
+# the largest self distance, in shortest rest edges: pairs within 1.25·self_distance at rest never
+# collide (core.contact.self_contact.REST), so beyond this a vertex's neighbourhood two and a half
+# cells out would be left out, and a fold that tight would pass through itself
 SELF_DISTANCE_EDGES = 2.0
 
 
