@@ -89,7 +89,10 @@ def reason_text(reason):
 
 def summary(setup, result):
     if setup.kind == "simulate":
-        return f"Simulated and baked {len(result.x)} frames of '{setup.cloth_name}'"
+        cost = getattr(result, "self_collision_s", 0.0)
+        return f"Simulated and baked {len(result.x)} frames of '{setup.cloth_name}'" + (
+            f" (Self Collisions: {cost:.1f} s of the run)" if cost else ""
+        )
     carried = getattr(result, "carried_distances", None)  # Refine's start, on the cloth itself
     keys = "; ".join(
         f"frame {f + setup.start} {d[0] * 1e3:.1f} → "
@@ -175,7 +178,8 @@ class _Run(_ClothName, bpy.types.Operator):
                 reason_text(result.reason),
             )
         else:
-            state.status, state.progress = "done", 1.0
+            cost = getattr(result, "self_collision_s", 0.0)  # the sidebar shows what they cost
+            state.status, state.progress = "done" + (f", Self Collisions {cost:.1f} s of it" if cost else ""), 1.0
         self.report({"INFO"}, summary(self.setup, result))
         return {"FINISHED"}
 

@@ -194,7 +194,7 @@ class DIFFCLOTH_PT_main(_Sidebar):
             col.label(text=f"Cloth: {cloth.name}", icon="MOD_CLOTH")
             cs = cloth.diffcloth
             col.label(
-                text=f"    Self Collisions: {cs.self_distance * 1e3:.3g} mm (several times the run's cost)"
+                text=f"    Self Collisions: {cs.self_distance * 1e3:.3g} mm"
                 if cs.use_self_collision
                 else "    Self Collisions: off"
             )

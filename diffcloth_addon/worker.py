@@ -29,7 +29,8 @@ def run(core, job, report, cancelled):
         traj = core.simulate(
             job["scene"], lambda done, frames: report({"frame": done, "frames": frames}), guess, keep_factors=False
         )
-        return types.SimpleNamespace(x=traj.x, step_x=traj.step_x)  # positions only, as below
+        # positions only, as below, and what Self Collisions cost
+        return types.SimpleNamespace(x=traj.x, step_x=traj.step_x, self_collision_s=traj.stats.self_collision_seconds)
     loss = job["loss"]
     result = core.optimize(
         job["scene"],

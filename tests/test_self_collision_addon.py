@@ -56,6 +56,7 @@ def test_a_collapsing_cloth_crosses_itself_far_less_with_self_collisions(blank):
     without = crossings(blank, cloth)
     cloth.diffcloth.use_self_collision, cloth.diffcloth.self_distance = True, 0.01
     assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    assert "Self Collisions " in blank.window_manager.diffcloth.status  # what they cost, in the sidebar
     with_self = crossings(blank, cloth)
     assert without > 100 and with_self <= without / 10, (without, with_self)
     blank.scene.frame_set(37)

@@ -25,6 +25,7 @@ import numpy as np
 from scipy.spatial import cKDTree
 
 from ..model.mesh import centroids_and_reach
+from ..solver.timing import timed
 from .colliders import closest_on_triangles
 from .penalty import penalty
 
@@ -106,6 +107,7 @@ class SelfQuery:
         near = np.linalg.norm(cloth.rest[p] - q, axis=1) <= REST * self.distance
         self.excluded = np.unique(p[near] * self.n_tris + t[near])
 
+    @timed("self-collision")
     def planes(self, x, end):
         """The step's SelfPlanes from its start x and an estimate of its end: of the pairs whose
         vertex is within the search radius of the triangle's centroid and reach at either, those

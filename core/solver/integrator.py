@@ -25,6 +25,7 @@ import numpy as np
 from ..contact.penalty import project_out
 from ..model.energies import Potential
 from .linalg import BlockSystem, Coupled
+from .timing import timed
 
 CG_MAX_ITER = 6
 # a CG solve whose residual lags this factor behind a steady pace to its tolerance is given up
@@ -260,6 +261,7 @@ class LinearizedStepper:
         self.projected = project_out(md.potential, lag, y, s)
         return y, 1, res, True
 
+    @timed("self-collision")
     def _self_contacts(self, y, x, v, xhat, u, s, lag):
         """The step solved again while its result crosses or comes near pairs its planes lack, or
         leaves pairs deeper than the contact smoothing that were apart at the prediction. One
@@ -358,12 +360,18 @@ class Stepper:
         self.lag = self.model.potential.lag(x, v, s)
         out = self._converge(x, v, s, guess)
         if self.lag is not None and self.lag.cloth is not None:
-            for _ in range(SELF_ROUNDS):
-                if not self.model.potential.grow_self_pairs(self.lag, x, out[0]):
-                    break
-                iterations = out[1]
-                out = self._converge(x, v, s, out[0])
-                out = (out[0], out[1] + iterations) + out[2:]
+            out = self._self_contacts(x, v, s, out)
+        return out
+
+    @timed("self-collision")
+    def _self_contacts(self, x, v, s, out):
+        """Newton gone on from a solution out while it nears or crosses pairs the planes lack."""
+        for _ in range(SELF_ROUNDS):
+            if not self.model.potential.grow_self_pairs(self.lag, x, out[0]):
+                break
+            iterations = out[1]
+            out = self._converge(x, v, s, out[0])
+            out = (out[0], out[1] + iterations) + out[2:]
         return out
 
     def _converge(self, x, v, s, guess):

@@ -5,7 +5,7 @@ import numpy as np
 from ..model.mesh import crossing_pairs
 from .integrator import LinearizedStepper, Model, Stepper
 from .threads import one_blas_thread
-from .timing import timed
+from .timing import Clock, timed
 
 # bytes of factorizations kept for the adjoint pass; steps beyond it are refactored backward.
 # A 64×64 cloth's SuperLU factor holds 23 MB of entries (plus SuperLU's own overhead): keeping
@@ -15,13 +15,16 @@ FACTOR_BUDGET = 4 << 30
 
 
 class SolverStats:
-    """Per integrator step: Newton iterations, final residual (m), whether it met the tolerance."""
+    """Per integrator step: Newton iterations, final residual (m), whether it met the tolerance;
+    and in all, the factorizations and the seconds self-collision took (its pair search and the
+    solves it added)."""
 
     def __init__(self, n_steps):
         self.iterations = np.zeros(n_steps, np.int64)
         self.residual = np.zeros(n_steps)
         self.converged = np.zeros(n_steps, bool)
         self.factorizations = 0
+        self.self_collision_seconds = 0.0
 
     @property
     def unconverged_steps(self):
@@ -88,8 +91,10 @@ def simulate(scene, progress=None, guess=None, on_frame=None, keep_factors=True)
     factors, kept, projected, self_pairs = [], {}, [], []
     if guess is not None and np.shape(guess) != xs.shape:
         raise ValueError(f"guess must have shape {xs.shape} (integrator steps + 1, vertices, 3), got {np.shape(guess)}")
+    clock = Clock()  # what self-collision costs, apart from whatever clock times this run
     for s in range(ns):
-        y, it, res, ok = stepper.step(xs[s], vs[s], s, None if guess is None else guess[s + 1] + (xs[s] - guess[s]))
+        with clock:
+            y, it, res, ok = stepper.step(xs[s], vs[s], s, None if guess is None else guess[s + 1] + (xs[s] - guess[s]))
         if not ok and res > 1e3 * model.tol:
             raise stepper._error(s, f"did not converge in {it} iterations (residual {res:.2e} m)")
         xs[s + 1] = y
@@ -105,6 +110,7 @@ def simulate(scene, progress=None, guess=None, on_frame=None, keep_factors=True)
             if progress is not None:
                 progress((s + 1) // scene.substeps, scene.steps)
     stats.factorizations = stepper.factorizations
+    stats.self_collision_seconds = clock.seconds.get("self-collision", 0.0)
     traj = Trajectory(scene, xs, vs, stats, factors, projected, model)
     traj.self_pairs = self_pairs  # per step: the self-contact pairs its planes held (core.contact.self_contact)
     return traj
