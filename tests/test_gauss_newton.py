@@ -215,3 +215,23 @@ def test_a_keyframe_loss_adds_up_over_its_frames_and_simulate_shows_each_frame()
     )
     parts = [loss.at_frame(f, traj.x[f], traj.v[f]) for f in range(11)]
     assert sum(parts) == pytest.approx(loss(traj)) and parts[7] > 0 and parts[5] == 0.0
+
+
+def test_auto_goes_on_with_lbfgsb_where_gauss_newton_cannot_lift_resting_cloth():
+    """A cloth resting on a floor, a corner to be lifted: the linearization answers an upward force
+    with the floor's contact stiffness, so Gauss–Newton finds no step; "auto" goes on with L-BFGS-B."""
+    verts, tris = dc.grid(10, 10, 0.3)
+    verts[:, 2] = 0.005
+    scene = dc.Scene(
+        dc.FABRICS["cotton"].cloth(verts, tris), steps=12, dt=1 / 24, colliders=[dc.Plane((0, 0, 0), (0, 0, 1))]
+    )
+    base = dc.simulate(scene)
+    lift = 0.04 * np.clip((base.x[12][:, 0] + base.x[12][:, 1] - 0.06) / 0.15, 0, 1)
+    loss = dc.KeyframeLoss({12: base.x[12] + lift[:, None] * [0.0, 0.0, 1.0]})
+    controls = [dc.KeyedForces(every=0.25, magnitude=dc.weight_for_distance(1.5e-4), move_pins=False)]
+    alone = dc.optimize(scene, loss, controls, max_iter=12, method="gauss-newton", guess=base.step_x)
+    auto = dc.optimize(scene, loss, controls, max_iter=12, guess=base.step_x)
+    start = loss.distances(base.x)[12][0]
+    assert alone.reason.startswith("no further progress") and alone.loss > 0.5 * alone.initial_loss
+    assert auto.method == "gauss-newton, then l-bfgs-b"
+    assert loss.distances(auto.trajectory.x)[12][0] < 0.6 * start, (start, loss.distances(auto.trajectory.x))
