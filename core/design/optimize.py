@@ -243,11 +243,11 @@ def optimize(
 
 
 def _stalled(run, reason, max_iter):
-    """Whether Gauss–Newton stopped short, with iterations left, having lowered the loss by less
-    than half: then "auto" goes on with L-BFGS-B from the best design."""
-    return (
-        reason.startswith("no further progress") and len(run.history) < max_iter and run.loss > 0.5 * run.initial_loss
-    )
+    """Whether Gauss–Newton stopped on its own (converged, or no further progress) with iterations
+    left, having lowered the loss by less than half: then "auto" goes on with L-BFGS-B from the
+    best design."""
+    own = reason == "converged" or reason.startswith("no further progress")
+    return own and len(run.history) < max_iter and run.loss > 0.5 * run.initial_loss
 
 
 def _lbfgsb(design, f, run, grad0, max_iter, gtol, ftol):
