@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 import pytest
+from test_tangent import paired
 
 import core as dc
 from core.contact.colliders import closest_on_triangles
@@ -232,9 +233,6 @@ def test_gradients_with_a_mesh_collider_and_friction(mu, moving):
 
 
 def test_friction_tangents_match_the_adjoint():
-    from core.gradients.adjoint import backward
-    from core.gradients.tangent import tangent
-
     scene = gradient_scene(0.5, True)
     traj = dc.simulate(scene)
     rng = np.random.default_rng(4)
@@ -244,11 +242,7 @@ def test_friction_tangents_match_the_adjoint():
         v0=rng.normal(size=(16, 3)),
         contact_stiffness=100.0,
     )
-    bx, bv = rng.normal(size=traj.x.shape), rng.normal(size=traj.v.shape)
-    t = tangent(scene, traj, a)
-    g = backward(scene, traj, bx, bv)
-    forward = float(np.sum(t.x * bx) + np.sum(t.v * bv))
-    reverse = sum(float(np.sum(np.asarray(getattr(g, f)) * v)) for f, v in a.items())
+    forward, reverse = paired(scene, traj, a, rng)
     assert forward == pytest.approx(reverse, rel=1e-8)
 
 

@@ -3,6 +3,7 @@ planes, and the inputs it refuses."""
 
 import numpy as np
 import pytest
+from test_tangent import paired
 
 import core as dc
 from core.model.mesh import crossing_pairs
@@ -100,18 +101,11 @@ def test_gradients_through_self_contact_match_finite_differences():
 
 
 def test_self_contact_tangents_match_the_adjoint():
-    from core.gradients.adjoint import backward
-    from core.gradients.tangent import tangent
-
     scene = contact_scene()
     traj = dc.simulate(scene)
     rng = np.random.default_rng(4)
     a = dict(x0=rng.normal(size=(72, 3)) * 0.01, v0=rng.normal(size=(72, 3)), contact_stiffness=100.0)
-    bx, bv = rng.normal(size=traj.x.shape), rng.normal(size=traj.v.shape)
-    t = tangent(scene, traj, a)
-    g = backward(scene, traj, bx, bv)
-    forward = float(np.sum(t.x * bx) + np.sum(t.v * bv))
-    reverse = sum(float(np.sum(np.asarray(getattr(g, f)) * v)) for f, v in a.items())
+    forward, reverse = paired(scene, traj, a, rng)
     assert forward == pytest.approx(reverse, rel=1e-8)
 
 

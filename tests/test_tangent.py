@@ -108,17 +108,23 @@ def test_tangent_matches_finite_differences(field, pin_path, bending, solver):
     assert np.array_equal(t.x, t.step_x[:: scene.substeps])
 
 
+def paired(scene, traj, a, rng):
+    """⟨J·a, b⟩ by the tangent and ⟨a, Jᵀ·b⟩ by the adjoint for random loss partials b (from rng)."""
+    bx, bv = rng.normal(size=traj.x.shape), rng.normal(size=traj.v.shape)
+    t = tangent(scene, traj, a)
+    grad = backward(scene, traj, bx, bv)
+    forward = float(np.sum(t.x * bx) + np.sum(t.v * bv))
+    reverse = sum(float(np.sum(np.asarray(getattr(grad, f)) * v)) for f, v in a.items())
+    return forward, reverse
+
+
 @pytest.mark.parametrize("pin_path,solver", [(False, "newton"), (True, "newton"), (True, "linearized")])
 def test_tangent_is_the_adjoint_transposed(pin_path, solver):
     scene = contact_scene(pin_path, solver=solver)
     traj = dc.simulate(scene)
     rng = np.random.default_rng(7)
     a = random_direction(scene, rng)
-    bx, bv = rng.normal(size=traj.x.shape), rng.normal(size=traj.v.shape)
-    t = tangent(scene, traj, a)
-    grad = backward(scene, traj, bx, bv)
-    forward = float(np.sum(t.x * bx) + np.sum(t.v * bv))
-    reverse = sum(float(np.sum(np.asarray(getattr(grad, f)) * v)) for f, v in a.items())
+    forward, reverse = paired(scene, traj, a, rng)
     assert forward == pytest.approx(reverse, rel=1e-8)
 
 

@@ -30,14 +30,26 @@ def penalty(d, k, delta):
     smoothstep) over the first delta of depth and the energy is C³: a linearized step's
     matrix, and so the step, then change smoothly as a vertex enters contact."""
     if delta == 0.0:
-        return 0.5 * k * d * d, k * d, k, np.zeros_like(d)
+        return deep_penalty(d, k, delta)
     s = np.minimum(-d / delta, 1.0)
     deep = -d > delta
-    e = k * delta**2 * np.where(deep, 0.5 * (d / delta) ** 2 + 0.5 * d / delta + 0.15, s**4 / 4 - s**5 / 10)
+    e = k * delta**2 * np.where(deep, _deep(d, delta), s**4 / 4 - s**5 / 10)
     e1 = k * np.where(deep, d + 0.5 * delta, -delta * (s**3 - s**4 / 2))
     e2 = k * (3 * s**2 - 2 * s**3)
     e3 = -k * 6 * s * (1 - s) / delta
     return e, e1, e2, e3
+
+
+def _deep(d, delta):
+    return 0.5 * (d / delta) ** 2 + 0.5 * d / delta + 0.15
+
+
+def deep_penalty(d, k, delta):
+    """The penalty's quadratic beyond the smoothing depth, and its derivatives, continued to any
+    d: what a linearized step holds a self-contact pair to (core.contact.self_contact)."""
+    if delta == 0.0:
+        return 0.5 * k * d * d, k * d, k * np.ones_like(d), np.zeros_like(d)
+    return k * delta**2 * _deep(d, delta), k * (d + 0.5 * delta), k * np.ones_like(d), np.zeros_like(d)
 
 
 def thickness_of(col, scene):

@@ -27,7 +27,7 @@ from scipy.spatial import cKDTree
 from ..model.mesh import centroids_and_reach
 from ..solver.timing import timed
 from .colliders import closest_on_triangles
-from .penalty import penalty
+from .penalty import deep_penalty, penalty
 
 # the search radius in self distances: pairs within it at the step's start or its prediction
 # become planes
@@ -44,34 +44,26 @@ def _dot(a, b):
     return np.einsum("ij,ij->i", a, b)
 
 
-def _candidates(x, tris, radius):
+def _near(x, tris, radius, moved=None):
     """(vertex, triangle) pairs (P,) each whose vertex may lie within radius of the triangle at
-    positions x, vertices of the triangle left out: a cKDTree of the triangles' centroids."""
+    positions x (of its centroid, beyond the triangle's reach: a cKDTree of the centroids),
+    vertices of the triangle left out; moved (a mask): only the pairs with a moved vertex, as the
+    vertex or as a corner."""
     centroids, reach = centroids_and_reach(x, tris)
-    pairs = cKDTree(centroids).sparse_distance_matrix(cKDTree(x), radius + float(reach.max()), output_type="ndarray")
-    t, p = pairs["i"].astype(np.int64), pairs["j"].astype(np.int64)
-    keep = (pairs["v"] <= radius + reach[t]) & (tris[t] != p[:, None]).all(axis=1)
-    return p[keep], t[keep]
-
-
-def _near_moved(x, tris, radius, moved):
-    """(vertex, triangle) pairs within radius of each other at positions x (as _candidates) that
-    involve a vertex of `moved` (a mask), as the vertex or as a corner."""
-    centroids, reach = centroids_and_reach(x, tris)
-    span = radius + float(reach.max())
-    out = []
-    points = np.flatnonzero(moved)
-    if len(points):  # the moved vertices against every triangle
-        pairs = cKDTree(centroids).sparse_distance_matrix(cKDTree(x[points]), span, output_type="ndarray")
-        out.append((points[pairs["j"]], pairs["i"].astype(np.int64)))
-    shifted = np.flatnonzero(moved[tris].any(axis=1))
-    if len(shifted):  # every vertex against the triangles a moved corner carries
-        pairs = cKDTree(x).sparse_distance_matrix(cKDTree(centroids[shifted]), span, output_type="ndarray")
-        out.append((pairs["i"].astype(np.int64), shifted[pairs["j"]]))
-    if not out:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    p, t = (np.concatenate(a) for a in zip(*out))
-    keep = (np.linalg.norm(x[p] - centroids[t], axis=1) <= radius + reach[t]) & (tris[t] != p[:, None]).all(axis=1)
+    everything = np.arange(len(tris)), np.arange(len(x))
+    if moved is None:
+        queries = [everything]
+    else:  # the moved vertices against every triangle, every vertex against the moved triangles
+        queries = [(everything[0], np.flatnonzero(moved)), (np.flatnonzero(moved[tris].any(axis=1)), everything[1])]
+    p, t, dist = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)], [np.zeros(0)]
+    for triangles, vertices in queries:
+        if len(triangles) and len(vertices):
+            pairs = cKDTree(centroids[triangles]).sparse_distance_matrix(
+                cKDTree(x[vertices]), radius + float(reach.max()), output_type="ndarray"
+            )
+            t.append(triangles[pairs["i"]]), p.append(vertices[pairs["j"]]), dist.append(pairs["v"])
+    p, t, dist = np.concatenate(p), np.concatenate(t), np.concatenate(dist)
+    keep = (dist <= radius + reach[t]) & (tris[t] != p[:, None]).all(axis=1)
     return p[keep], t[keep]
 
 
@@ -100,7 +92,7 @@ class SelfQuery:
     def __init__(self, cloth, distance):
         self.tris, self.distance, self.radius = cloth.tris, float(distance), SEARCH * float(distance)
         self.n_tris = len(cloth.tris)
-        p, t = _candidates(cloth.rest, self.tris, self.radius)
+        p, t = _near(cloth.rest, self.tris, self.radius)
         # the closest point at rest, in any region of the triangle
         corners = cloth.rest[self.tris[t]]
         q, _ = closest_on_triangles(cloth.rest[p], corners[:, 0], corners[:, 1], corners[:, 2])
@@ -112,9 +104,7 @@ class SelfQuery:
         """The step's SelfPlanes from its start x and an estimate of its end: of the pairs whose
         vertex is within the search radius of the triangle's centroid and reach at either, those
         over the triangle and within the radius of its plane at either, or passing it between."""
-        keys = np.concatenate(
-            [p * self.n_tris + t for p, t in (_candidates(y, self.tris, self.radius) for y in (x, end))]
-        )
+        keys = np.concatenate([p * self.n_tris + t for p, t in (_near(y, self.tris, self.radius) for y in (x, end))])
         cands = Candidates(self, x, self.allowed(np.unique(keys)), end)
         start = np.flatnonzero((cands.off <= self.distance) & (np.abs(cands.height) <= self.radius))
         return SelfPlanes(cands, np.union1d(start, cands.select(end, self.radius)), x)
@@ -150,7 +140,7 @@ class Candidates:
         q = self.query
         strayed = np.minimum(np.linalg.norm(end - self.x, axis=1), np.linalg.norm(end - self.end, axis=1))
         moved = strayed > 0.5 * (q.radius - q.distance)
-        p, t = _near_moved(end, q.tris, q.radius, moved)
+        p, t = _near(end, q.tris, q.radius, moved)
         keys = q.allowed(np.unique(p * q.n_tris + t))
         keys = keys[~np.isin(keys, self.keys)]
         if not len(keys):
@@ -238,10 +228,8 @@ class SelfContact:
         self.n, self.r, self.jac, self.d = planes.n[on], r[on], planes.jac[on], d[on]
         k = stiffness[planes.p[on]]
         e, self.e1, self.e2, _ = penalty(np.minimum(self.d, 0.0), k, smoothing)
-        forced = planes.forced[on]  # the penalty's deep quadratic, continued to any distance
-        dd = self.d[forced] + 0.5 * smoothing
-        e[forced] = 0.5 * k[forced] * dd * dd + (0.15 - 0.125) * k[forced] * smoothing**2
-        self.e1[forced], self.e2[forced] = k[forced] * dd, k[forced]
+        forced = planes.forced[on]
+        e[forced], self.e1[forced], self.e2[forced], _ = deep_penalty(self.d[forced], k[forced], smoothing)
         self.energy = float(e.sum())
 
     def __len__(self):
@@ -251,19 +239,19 @@ class SelfContact:
         """out[stencil] += the stencil's weights times per-pair vectors (A,3)."""
         np.add.at(out, self.stencil.ravel(), (WEIGHTS[None, :, None] * per_pair[:, None, :]).reshape(-1, 3))
 
-    def _g(self, v):
-        """g·v per pair: n·(v_p − mean of v over the corners)."""
-        return _dot(self.n, np.einsum("k,akj->aj", WEIGHTS, v[self.stencil]))
+    def _combine(self, v):
+        """Σ w_m v_m per pair (A,3): v at the vertex less its mean over the corners."""
+        return np.einsum("k,akj->aj", WEIGHTS, v[self.stencil])
 
     def add_gradient(self, out):
         self._spread(out, self.e1[:, None] * self.n)
 
     def add_hess_vec(self, out, v):
-        self._spread(out, (self.e2 * self._g(v))[:, None] * self.n)
+        self._spread(out, (self.e2 * _dot(self.n, self._combine(v)))[:, None] * self.n)
 
     def add_lag_gradient(self, out, v):
         """out += ∂(v·∇E)/∂xₛ: v·∇E = E′·(n·r_v), d = n·r − δ, n = n(corners at the start)."""
-        rv = np.einsum("k,akj->aj", WEIGHTS, v[self.stencil])
+        rv = self._combine(v)
         u = (self.e2 * _dot(self.n, rv))[:, None] * self.r + self.e1[:, None] * rv
         for k in range(3):
             np.add.at(out, self.stencil[:, k + 1], np.einsum("aji,aj->ai", self.jac[:, k], u))
