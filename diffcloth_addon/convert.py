@@ -672,6 +672,7 @@ def gather(context, cloth_name=None, need_targets=True, use_active=True):
         contact_thickness=cs.thickness,
         solver=cs.solver.lower(),
         self_distance=_self_distance(cs, name, cloth),
+        self_friction=cs.self_friction * FRICTION_SCALE if cs.use_self_collision else 0.0,
     )
     core_scene = dc.Scene(cloth, pin_path=_pin_path(pin_path, pins), **common)
     _check_start(core_scene, name, colliders + meshes, start)

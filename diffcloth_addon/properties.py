@@ -23,8 +23,9 @@ def _is_cloth(self, obj):
 _CLOTH_POLL = {"poll": _is_cloth} if bpy.app.version >= (4, 5, 0) else {}
 
 
-# the settings' layout version: files saved before it (settings_version 0) hold springs, not fabric
-SETTINGS_VERSION = 2
+# the settings' layout version: files saved before 2 (settings_version 0) hold springs, not
+# fabric; before 3, Self Collisions had no friction
+SETTINGS_VERSION = 3
 # what older files' cloths had where they left a setting at its default then
 LEGACY_DEFAULTS = {"bending": 1e-4, "damping": 0.0}
 
@@ -161,6 +162,14 @@ class DiffClothObjectSettings(bpy.types.PropertyGroup):
         soft_max=0.1,
         unit="LENGTH",
     )
+    self_friction: FloatProperty(
+        name="Friction",
+        description="Friction between the cloth's layers where they touch, as Blender's Self "
+        "Collisions Friction: the Coulomb coefficient × 100 (5: μ = 0.05)",
+        default=5.0,
+        min=0.0,
+        soft_max=80.0,
+    )
     # sphere and plane colliders
     friction: FloatProperty(
         name="Friction",
@@ -295,15 +304,18 @@ CLASSES = (DiffClothObjectSettings, DiffClothSceneSettings, DiffClothRunState)
 
 def upgrade(objects):
     """Cloths of files saved before SETTINGS_VERSION keep what they were: springs, their old
-    defaults where left unset, the converged solver; their sphere and plane colliders no friction."""
+    defaults where left unset, the converged solver, Self Collisions without friction; their
+    sphere and plane colliders no friction."""
     for obj in objects:
         s = obj.diffcloth
-        if s.role == "CLOTH" and s.settings_version < SETTINGS_VERSION:
+        if s.role == "CLOTH" and s.settings_version < 2:
             s.model, s.solver = "SPRINGS", "NEWTON"
             for key, old in LEGACY_DEFAULTS.items():
                 if not s.is_property_set(key):
                     setattr(s, key, old)
-        elif s.role in ("SPHERE", "PLANE") and s.settings_version < SETTINGS_VERSION:
+        if s.role == "CLOTH" and s.settings_version < 3 and not s.is_property_set("self_friction"):
+            s.self_friction = 0.0  # they had none
+        elif s.role in ("SPHERE", "PLANE") and s.settings_version < 2:
             s.friction = 0.0  # they had none
         stamp(obj)
 

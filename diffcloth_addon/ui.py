@@ -150,6 +150,7 @@ class DIFFCLOTH_PT_cloth_self_collisions(_RolePanel):
         layout = _split(self.layout)
         layout.active = context.object.diffcloth.use_self_collision
         layout.prop(context.object.diffcloth, "self_distance")
+        layout.prop(context.object.diffcloth, "self_friction")
 
 
 class DIFFCLOTH_PT_target(_RolePanel):
@@ -194,7 +195,7 @@ class DIFFCLOTH_PT_main(_Sidebar):
             col.label(text=f"Cloth: {cloth.name}", icon="MOD_CLOTH")
             cs = cloth.diffcloth
             col.label(
-                text=f"    Self Collisions: {cs.self_distance * 1e3:.3g} mm"
+                text=f"    Self Collisions: {cs.self_distance * 1e3:.3g} mm, friction {cs.self_friction:g}"
                 if cs.use_self_collision
                 else "    Self Collisions: off"
             )

@@ -106,6 +106,7 @@ def test_a_file_of_an_older_version_keeps_its_springs(blank, tmp_path):
     s = bpy.data.objects["Cloth"].diffcloth
     assert (s.model, s.solver, s.tension, s.damping) == ("SPRINGS", "NEWTON", 7.0, 0.0)
     assert s.bending == pytest.approx(1e-4)
+    assert s.self_friction == 0.0  # its Self Collisions, if turned on, had no friction
     # and once saved by this version it is not converted again
     s.model, s.solver = "FABRIC", "LINEARIZED"
     bpy.ops.wm.save_mainfile()

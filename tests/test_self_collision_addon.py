@@ -1,11 +1,11 @@
-"""The cloth's Self Collisions (Blender's terms: on/off, Distance) through the add-on in the real Blender."""
+"""The cloth's Self Collisions (Blender's terms: on/off, Distance, Friction) through the add-on in the real Blender."""
 
 import numpy as np
 import pytest
 
 bpy = pytest.importorskip("bpy")
 
-from test_addon import evaluated, grid_cloth  # noqa: E402
+from test_addon import draw_all, evaluated, grid_cloth  # noqa: E402
 from test_careless_input import refused  # noqa: E402
 
 
@@ -45,9 +45,18 @@ def crossings(context, cloth):
 
 def test_self_collisions_are_read_in_blenders_terms(blank):
     cloth = curtain(blank)
-    assert convert().gather(blank, need_targets=False).scene.self_distance == 0.0  # off by default
+    off = convert().gather(blank, need_targets=False).scene
+    assert (off.self_distance, off.self_friction) == (0.0, 0.0)  # off by default
     cloth.diffcloth.use_self_collision, cloth.diffcloth.self_distance = True, 0.01
-    assert convert().gather(blank, need_targets=False).scene.self_distance == pytest.approx(0.01)
+    on = convert().gather(blank, need_targets=False).scene
+    assert on.self_distance == pytest.approx(0.01)
+    assert on.self_friction == pytest.approx(0.05)  # Blender's default Friction 5: μ = 0.05
+    cloth.diffcloth.self_friction = 30.0
+    assert convert().gather(blank, need_targets=False).scene.self_friction == pytest.approx(0.3)
+    blank.view_layer.objects.active = cloth
+    labels = []
+    assert {"self_distance", "self_friction"} <= set(draw_all(blank, labels))
+    assert any("Self Collisions: 10 mm, friction 30" in label for label in labels)
 
 
 def test_a_collapsing_cloth_crosses_itself_far_less_with_self_collisions(blank):

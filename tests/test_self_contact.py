@@ -1,5 +1,7 @@
-"""Self-collision (core.contact.self_contact): layers kept apart, exact gradients through the cloth's own
-planes, and the inputs it refuses."""
+"""Self-collision (core.contact.self_contact): layers kept apart, Coulomb friction between them, exact
+gradients through the cloth's own planes and friction, and the inputs it refuses."""
+
+import math
 
 import numpy as np
 import pytest
@@ -7,6 +9,10 @@ from test_tangent import paired
 
 import core as dc
 from core.model.mesh import crossing_pairs
+
+INCLINE = math.radians(30)
+TURN = np.array([[1, 0, 0], [0, math.cos(INCLINE), -math.sin(INCLINE)], [0, math.sin(INCLINE), math.cos(INCLINE)]])
+DOWNHILL = TURN @ np.array([0.0, -1.0, 0.0])
 
 
 def two_layers(n=6, size=0.1, gap=0.012, rng_seed=0, k=60.0):
@@ -47,11 +53,46 @@ def test_two_layers_pressed_by_a_sphere_never_cross(solver):
     assert (off.x[-1, half:, 2] - off.x[-1, :half, 2]).min() < -0.05
 
 
-def contact_scene():
-    """A small loose sheet landing on a pinned one, self-contact active in most steps."""
+def layered_slope(mu, solver, frames=14, delta=0.004):
+    """A 10 cm patch 1.5 self distances over a pinned 20 × 60 cm sheet on a 30° incline (2 cm
+    triangles both), the patch's sides along the slope, no air damping."""
+    base, base_tris = dc.grid(11, 31, 1.0)
+    patch, patch_tris = dc.grid(6, 6, 0.1)
+    verts = np.vstack([base * [0.2, 0.6, 1.0], patch + [0.0, 0.2, 1.5 * delta]]) @ TURN.T
+    cloth = dc.Fabric(0.15, 90.0, 5e-6, 0.0).cloth(verts, np.vstack([base_tris, patch_tris + len(base)]))
+    cloth = cloth.replace(pinned=np.arange(len(base)))
+    return dc.Scene(cloth, steps=frames, dt=1 / 24, solver=solver, self_distance=delta, self_friction=mu)
+
+
+@pytest.mark.parametrize("solver", ["newton", "linearized"])
+def test_coulomb_friction_between_layers_on_a_slope(solver):
+    """μ = 0.7 holds the patch on the sheet (tan 30° = 0.58): once landed it moves less than
+    2 mm; with μ = 0.3 it slides, with Newton's steps at g·(sin 30° − μ·cos 30°) = 2.36 m/s²
+    (a linearized step's friction starts from sticking: it slides, late). Without friction
+    the patch slides at g·sin 30°."""
+    held = dc.simulate(layered_slope(0.7, solver)).x[:, 341:].mean(axis=1) @ DOWNHILL
+    assert abs(held[-1] - held[6]) < 0.002
+    scene = layered_slope(0.3, solver)
+    sliding = dc.simulate(scene).x[:, 341:].mean(axis=1) @ DOWNHILL
+    free = dc.simulate(scene.replace(self_friction=0.0)).x[:, 341:].mean(axis=1) @ DOWNHILL
+    assert sliding[-1] - sliding[0] > 0.1
+    assert free[-1] - free[0] > 1.4 * (sliding[-1] - sliding[0])
+    if solver == "newton":
+        t = np.arange(len(sliding)) / 24
+        acceleration = np.polyfit(t[4:13], np.gradient(sliding, t)[4:13], 1)[0]
+        expected = 9.81 * (math.sin(INCLINE) - 0.3 * math.cos(INCLINE))
+        assert acceleration == pytest.approx(expected, rel=0.05)
+
+
+def contact_scene(self_friction=0.0):
+    """A small loose sheet landing on a pinned one, self-contact active in most steps; with
+    friction, the loose sheet slides over the other as it lands."""
     cloth = two_layers()
     rng = np.random.default_rng(1)
     steps = 8
+    v0 = np.vstack([np.zeros((36, 3)), rng.normal(size=(36, 3)) * 0.02 - [0, 0, 0.05]])
+    if self_friction:
+        v0[36:] += [0.15, 0.05, 0.0]
     return dc.Scene(
         cloth,
         steps=steps,
@@ -59,13 +100,15 @@ def contact_scene():
         tol=1e-12,
         contact_stiffness=1e4,
         self_distance=0.004,
-        v0=np.vstack([np.zeros((36, 3)), rng.normal(size=(36, 3)) * 0.02 - [0, 0, 0.05]]),
+        self_friction=self_friction,
+        v0=v0,
         forces=np.zeros((steps, 72, 3)),
     )
 
 
-def test_gradients_through_self_contact_match_finite_differences():
-    scene = contact_scene()
+@pytest.mark.parametrize("mu", [0.0, 0.4])
+def test_gradients_through_self_contact_match_finite_differences(mu):
+    scene = contact_scene(mu)
     traj = dc.simulate(scene)
     assert traj.stats.converged.all()
     model = traj.model
@@ -91,20 +134,26 @@ def test_gradients_through_self_contact_match_finite_differences():
             return scene.replace(cloth=cloth.replace(k_tension=cloth.k_tension + eps * directions[field]))
         if field == "contact_stiffness":
             return scene.replace(contact_stiffness=scene.contact_stiffness * (1 + eps))
+        if field == "self_friction":
+            return scene.replace(self_friction=scene.self_friction * (1 + eps))
         return scene.replace(**{field: getattr(scene, field) + eps * directions[field]})
 
     analytic = {f: float(np.sum(getattr(grad, f) * d)) for f, d in directions.items()}
     analytic["contact_stiffness"] = grad.contact_stiffness * scene.contact_stiffness
+    if mu:
+        analytic["self_friction"] = grad.self_friction * mu
     for field, value in analytic.items():
         numeric = (loss(dc.simulate(moved(1e-6, field))) - loss(dc.simulate(moved(-1e-6, field)))) / 2e-6
         assert abs(value - numeric) <= 1e-4 * abs(numeric), (field, value, numeric)
 
 
 def test_self_contact_tangents_match_the_adjoint():
-    scene = contact_scene()
+    scene = contact_scene(0.4)
     traj = dc.simulate(scene)
     rng = np.random.default_rng(4)
-    a = dict(x0=rng.normal(size=(72, 3)) * 0.01, v0=rng.normal(size=(72, 3)), contact_stiffness=100.0)
+    a = dict(
+        x0=rng.normal(size=(72, 3)) * 0.01, v0=rng.normal(size=(72, 3)), contact_stiffness=100.0, self_friction=0.1
+    )
     forward, reverse = paired(scene, traj, a, rng)
     assert forward == pytest.approx(reverse, rel=1e-8)
 
@@ -113,6 +162,10 @@ def test_self_collision_inputs_are_refused_by_name():
     cloth = two_layers()
     with pytest.raises(ValueError, match="self distance must be non-negative"):
         dc.Scene(cloth, self_distance=-0.001)
+    with pytest.raises(ValueError, match="self friction must be non-negative"):
+        dc.Scene(cloth, self_distance=0.003, self_friction=-0.1)
+    with pytest.raises(ValueError, match="self_friction: the scene has no self-collision"):
+        dc.optimize(dc.Scene(cloth, steps=2), dc.KeyframeLoss({2: cloth.rest}), ["self_friction"])
     shortest = np.linalg.norm(np.subtract(*cloth.rest[cloth.tension_edges.T]), axis=1).min()
     with pytest.raises(ValueError, match=f"allows \\({2 * shortest:.4g} m, twice its shortest edge\\)"):
         dc.Scene(cloth, self_distance=0.05)
@@ -125,3 +178,11 @@ def test_self_collision_inputs_are_refused_by_name():
         dc.simulate(dc.Scene(both, steps=1, self_distance=0.003))
     with pytest.raises(ValueError, match="self-collision are not built"):
         dc.value_and_grad(contact_scene().replace(solver="linearized"), dc.KeyframeLoss({1: cloth.rest}))
+
+
+def test_self_friction_is_an_optimizable_design_parameter():
+    """The loose sheet's slide under μ = 0.3, matched from μ = 0.8."""
+    target = dc.simulate(contact_scene(0.3))
+    loss = dc.KeyframeLoss({4: target.x[4], 8: target.x[8]})
+    result = dc.optimize(contact_scene(0.8), loss, ["self_friction"], max_iter=20)
+    assert result.params["self_friction"] == pytest.approx(0.3, abs=0.01)

@@ -77,12 +77,12 @@ class StepLag:
         # the cloth's own planes (core.contact.self_contact): the pairs given (a step replayed), else those
         # near at the start or where free fall takes it (a step adds those its solve crosses)
         query = potential.self_query
-        if query is None:
-            self.cloth = None
-        elif pairs is not None:
-            self.cloth = query.of_pairs(x, pairs)
-        else:
-            self.cloth = query.planes(x, x + h * v + h * h * sc.gravity)
+        self.start = potential, x, v
+        self.cloth = self.cloth_friction = None
+        if query is not None:
+            self.set_cloth(
+                query.of_pairs(x, pairs) if pairs is not None else query.planes(x, x + h * v + h * h * sc.gravity)
+            )
         self.friction = [None] * len(sc.colliders)
         free = np.zeros(len(x), bool)
         free[potential.free] = True
@@ -104,17 +104,41 @@ class StepLag:
                 rel = h * v[on] - motion[on]
                 previous = np.linalg.norm(rel - _dot(rel, n[on])[:, None] * n[on], axis=1)
             self.friction[c] = Friction(
-                on,
+                on[:, None],
+                np.ones(1),
                 np.array(n[on]),
                 -e1,
-                e2,
-                curv,
                 x[on] + motion[on],
-                jacobian[on],
+                (-e2[:, None] * n[on])[:, None],  # λ = −E′(dₛ): ∂λ = −E″·n
+                curv[:, None],
+                (np.eye(3) + jacobian[on])[:, None],
                 col.friction,
                 FRICTION_EPS_V * h,
                 previous,
             )
+
+    def set_cloth(self, planes):
+        """Take the cloth's own planes (SelfPlanes; a step adds pairs its solve crosses) and the
+        friction between its layers, of those pairs in contact at the step's start: one
+        function of the pairs, as a replayed step rebuilds it. A linearized step's friction
+        keeps the slips it was refitted to."""
+        potential, x, v = self.start
+        sc = potential.scene
+        old, self.cloth, self.cloth_friction = self.cloth_friction, planes, None
+        if sc.self_friction > 0:
+            self.cloth_friction = planes.friction(
+                x, v, potential.contact_k, sc, FRICTION_EPS_V * sc.h, sc.solver == "linearized"
+            )
+        new = self.cloth_friction
+        if old is not None and new is not None and new.previous is not None:
+            at = np.minimum(np.searchsorted(old.keys, new.keys), len(old.keys) - 1)
+            kept = old.keys[at] == new.keys
+            new.previous[kept] = old.previous[at[kept]]
+
+    def frictions(self):
+        """Every Friction of the step: (its collider's index, or None for the cloth's own; it)."""
+        out = [(c, f) for c, f in enumerate(self.friction) if f is not None]
+        return out + ([(None, self.cloth_friction)] if self.cloth_friction is not None else [])
 
     @staticmethod
     def needed(scene):
@@ -246,9 +270,12 @@ def _mollifier(s, eps):
 
 
 class Friction:
-    """Lagged Coulomb friction of one collider's contacts (see the module's docstring): vertices,
-    normals n (F,3), normal forces λ (F,), E″ there, ∇ₓₛn (F,3,3), anchors xₛ + m, ∂m/∂xₛ, μ and
-    the mollifier's slip ε = ε_v·h.
+    """Lagged Coulomb friction of contacts (see the module's docstring), each a stencil of S
+    vertices (F,S) whose weighted sum Σ wₘyₘ slips: a collider's contact its one vertex, a
+    self-contact pair (core.contact.self_contact) its vertex less its triangle's centroid. Per
+    contact the normal n (F,3), normal force λ (F,), anchor Σ wₘxₛₘ + m (F,3), and their
+    derivatives by each member's start position: ∂λ (F,S,3), ∂n (F,S,3,3), ∂anchor (F,S,3,3);
+    μ, and the mollifier's slip ε = ε_v·h.
 
     previous (linearized steps): a slip to fit to. One linear solve cannot follow the mollifier's
     bend from stick to slip, so there friction is the quadratic that gives μλ at that slip,
@@ -256,19 +283,31 @@ class Friction:
     slides. The step fits it to the slip of the step before, solves, refits it to the slip it
     found (`refit`) and solves again on the same factorization."""
 
-    def __init__(self, vertices, n, lam, e2, curv, anchor, motion_jacobian, mu, eps, previous=None):
-        self.vertices, self.n, self.lam, self.e2, self.curv = vertices, n, lam, e2, curv
-        self.anchor, self.jm, self.mu, self.eps, self.previous = anchor, motion_jacobian, mu, eps, previous
+    def __init__(self, stencil, weights, n, lam, anchor, dlam, dn, danchor, mu, eps, previous=None):
+        self.stencil, self.weights, self.n, self.lam, self.anchor = stencil, weights, n, lam, anchor
+        self.dlam, self.dn, self.danchor = dlam, dn, danchor
+        self.mu, self.eps, self.previous = mu, eps, previous
+
+    def combine(self, v):
+        """Σ wₘvₘ per contact (F,3) of vectors v at the vertices."""
+        return np.einsum("m,amj->aj", self.weights, v[self.stencil])
+
+    def spread(self, out, per_contact):
+        """out[stencil] += wₘ times per-contact vectors (F,3)."""
+        np.add.at(out, self.stencil, self.weights[None, :, None] * per_contact[:, None, :])
+
+    def _tangential(self, rel):
+        return rel - _dot(rel, self.n)[:, None] * self.n
 
     def refit(self, y):
         """Fit a linearized step's quadratic to the slip at y (a first solve's) instead."""
-        rel = y[self.vertices] - self.anchor
-        self.previous = np.linalg.norm(rel - _dot(rel, self.n)[:, None] * self.n, axis=1)
+        self.previous = np.linalg.norm(self._tangential(self.combine(y) - self.anchor), axis=1)
 
     def at(self, y):
-        """The terms at positions y: energy, gradient (F,3), Hessian (F,3,3, positive semidefinite)."""
-        rel = y[self.vertices] - self.anchor
-        w = rel - _dot(rel, self.n)[:, None] * self.n
+        """The terms at positions y: energy, gradient by the slip (F,3) and Hessian (F,3,3,
+        positive semidefinite), which `spread` and the stencil's weights carry to the vertices."""
+        rel = self.combine(y) - self.anchor
+        w = self._tangential(rel)
         s = np.linalg.norm(w, axis=1)
         if self.previous is None:
             phi, chi, f0 = _mollifier(s, self.eps)
@@ -291,31 +330,38 @@ class FrictionState:
         self.f, self.rel, self.w, self.s, self.phi, self.chi, self.hat = friction, rel, w, s, phi, chi, hat
         self.energy, self.grad, self.hess = energy, grad, hess
 
+    def add_gradient(self, out):
+        self.f.spread(out, self.grad)
+
+    def add_hess_vec(self, out, v):
+        self.f.spread(out, _mv(self.hess, self.f.combine(v)))
+
     def _dg_dw(self, a):
         """∂(a·g)/∂w for g = μλφ(s)·w as a function of the vector w: μλ(φ·a + χ(a·ŵ)ŵ)."""
         return (self.f.mu * self.f.lam)[:, None] * (
             self.phi[:, None] * a + (self.chi * _dot(a, self.hat))[:, None] * self.hat
         )
 
-    def lag_gradient(self, a):
-        """∂(a·∇D)/∂xₛ (F,3) for a at the contacts: through λ(xₛ), the anchor xₛ + m(xₛ) and n(xₛ)."""
+    def add_lag_gradient(self, out, v):
+        """out += ∂(v·∇D)/∂xₛ: through λ(xₛ), the anchor and n(xₛ)."""
         f = self.f
+        a = f.combine(v)
         g = self._dg_dw(a)
         pg = g - _dot(g, f.n)[:, None] * f.n
-        out = -(f.mu * self.phi * _dot(a, self.w) * f.e2)[:, None] * f.n  # λ = −E′(dₛ): ∂λ = −E″·n
-        out -= pg + np.einsum("aji,aj->ai", f.jm, pg)  # the anchor
-        nr = _dot(f.n, self.rel)
-        out -= _mv(f.curv, nr[:, None] * g + _dot(g, f.n)[:, None] * self.rel)  # the normal
-        return out
+        back = _dot(g, f.n)[:, None] * self.rel + _dot(f.n, self.rel)[:, None] * g
+        per = (f.mu * self.phi * _dot(a, self.w))[:, None, None] * f.dlam
+        per -= np.einsum("amji,aj->ami", f.danchor, pg) + np.einsum("amji,aj->ami", f.dn, back)
+        np.add.at(out, f.stencil, per)
 
-    def lag_tangent(self, dxs):
-        """(∂∇D/∂xₛ)·δxₛ (F,3) for δxₛ at the contacts."""
+    def add_lag_tangent(self, out, dxs):
+        """out += (∂∇D/∂xₛ)·δxₛ."""
         f = self.f
-        dlam = -f.e2 * _dot(f.n, dxs)
-        dn = _mv(f.curv, dxs)
+        dx = dxs[f.stencil]
+        dlam = np.einsum("ami,ami->a", f.dlam, dx)
+        dn = np.einsum("amij,amj->ai", f.dn, dx)
         nr = _dot(f.n, self.rel)
-        dw = -(dxs + _mv(f.jm, dxs))
+        dw = -np.einsum("amij,amj->ai", f.danchor, dx)
         dw = dw - _dot(dw, f.n)[:, None] * f.n - dn * nr[:, None] - f.n * _dot(dn, self.rel)[:, None]
         scale = f.mu * f.lam
         hw = scale[:, None] * (self.phi[:, None] * dw + (self.chi * _dot(self.hat, dw))[:, None] * self.hat)
-        return (f.mu * self.phi * dlam)[:, None] * self.w + hw
+        f.spread(out, (f.mu * self.phi * dlam)[:, None] * self.w + hw)

@@ -27,7 +27,7 @@ from scipy.spatial import cKDTree
 from ..model.mesh import centroids_and_reach
 from ..solver.timing import timed
 from .colliders import closest_on_triangles
-from .penalty import deep_penalty, penalty
+from .penalty import Friction, deep_penalty, penalty
 
 # the search radius in self distances: pairs within it at the step's start or its prediction
 # become planes
@@ -193,6 +193,48 @@ class SelfPlanes:
             skew[:, 0, 1], skew[:, 0, 2], skew[:, 1, 2] = -s[:, 2], s[:, 1], -s[:, 0]
             skew -= skew.transpose(0, 2, 1)
             self.jac[:, k] = (side / length)[:, None, None] * (proj @ skew)
+
+    def friction(self, x, v, stiffness, scene, eps, linearized):
+        """The lagged friction (core.contact.penalty.Friction) of the pairs in contact at the step's
+        start x: the vertex's slip against the triangle's centroid, tangent to n, under the normal
+        force λ = −E′(dₛ), dₛ = n·rₛ − δ; None if there are none. Every pair the plane holds
+        counts, those whose vertex only comes over the triangle within the step too (a layer
+        sliding 2 cm a step over 2 cm triangles: half of what holds it up). The centroid's
+        weights, like the plane's, are constant: a pair's friction is a function of the start
+        through λ, n and the anchor rₛ alone, which the adjoint differentiates. (On a triangle a
+        few millimetres across, the centroid's motion is the contact point's.)"""
+        r = x[self.p] - x[self.tri].mean(axis=1)
+        d = _dot(r, self.n) - scene.self_distance
+        on = np.flatnonzero(d < 0)
+        if not len(on):
+            return None
+        stencil = np.column_stack([self.p[on], self.tri[on]])
+        n, r, jac = self.n[on], r[on], self.jac[on]
+        _, e1, e2, _ = penalty(d[on], stiffness[self.p[on]], scene.contact_smoothing)
+        # ∂dₛ/∂xₘ = wₘ·n + ∂n/∂xₘᵀ·rₛ (n depends on the corners only)
+        dn = np.zeros((len(on), 4, 3, 3))
+        dn[:, 1:] = jac
+        dd = WEIGHTS[None, :, None] * n[:, None, :] + np.einsum("amji,aj->ami", dn, r)
+        previous = None
+        if linearized:  # its slip over the last step: see Friction
+            slip = scene.h * np.einsum("m,amj->aj", WEIGHTS, v[stencil])
+            previous = np.linalg.norm(slip - _dot(slip, n)[:, None] * n, axis=1)
+        out = Friction(
+            stencil,
+            WEIGHTS,
+            n,
+            -e1,
+            r,
+            -e2[:, None, None] * dd,
+            dn,
+            np.broadcast_to(WEIGHTS[None, :, None, None] * np.eye(3), (len(on), 4, 3, 3)),
+            scene.self_friction,
+            eps,
+            previous,
+        )
+        out.triangle = self.t[on]  # where its Hessian's blocks lie (Potential._add_pairs)
+        out.keys = self.keys[on]
+        return out
 
     def depth(self, y):
         """d + δ per pair at positions y: the height over the start's plane."""

@@ -129,6 +129,31 @@ class Friction(Param):
         return {"friction": float(theta[0])}
 
 
+class SelfFriction(Param):
+    """The friction coefficient μ between the cloth's layers (Scene.self_friction). θ = μ,
+    bounded below by 0."""
+
+    name = "self_friction"
+    overwrites = ("self_friction",)
+
+    def __init__(self, bounds=(0.0, None)):
+        super().__init__(bounds)
+
+    def initial(self, scene):
+        if scene.self_distance == 0:
+            raise ValueError("self_friction: the scene has no self-collision (self_distance is 0)")
+        return np.array([scene.self_friction])
+
+    def apply(self, theta, design, scene):
+        design["self_friction"] = theta[0]
+
+    def pullback(self, theta, grad, design, scene):
+        return np.array([float(grad.self_friction)])
+
+    def describe(self, theta):
+        return {"self_friction": float(theta[0])}
+
+
 class SpringStiffness(Param):
     """One stiffness per element of a kind: "tension" (per tension spring) or "bending" (per hinge
     or bending spring): θ = log k, or θ = k with log=False. The linear scale moves every spring by
@@ -487,6 +512,7 @@ _BY_NAME = {
     "keyed_forces": KeyedForces,
     "wind": Wind,
     "friction": Friction,
+    "self_friction": SelfFriction,
 }
 
 
@@ -533,6 +559,7 @@ class Design:
             "forces": np.zeros((sc.steps, sc.cloth.n, 3)) if sc.forces is None else sc.forces,
             "pin_path": sc.pin_path,
             "friction": np.array([c.friction for c in sc.colliders]),
+            "self_friction": sc.self_friction,
         }
         for p, sl in zip(self.params, self.slices):
             p.apply(theta[sl], design, sc)
@@ -547,7 +574,13 @@ class Design:
             for c, mu in zip(self.base.colliders, d["friction"])
         ]
         return self.base.replace(
-            cloth=cloth, x0=d["x0"], v0=d["v0"], forces=forces, pin_path=d["pin_path"], colliders=colliders
+            cloth=cloth,
+            x0=d["x0"],
+            v0=d["v0"],
+            forces=forces,
+            pin_path=d["pin_path"],
+            colliders=colliders,
+            self_friction=max(float(d["self_friction"]), 0.0),
         )
 
     def pullback(self, theta, grad, design):

@@ -41,7 +41,7 @@ LINEARIZATION_BUDGET = 1 << 28
 class Gradient:
     """dg/d(design): k_tension (St,), k_bending (one per hinge or bending spring), x0 (n,3),
     v0 (n,3), forces (steps,n,3), damping, contact_stiffness (scalars), friction (one per
-    collider), pin_path ((steps+1, n_pinned, 3), or None when the scene has no pin path: the pins
+    collider), self_friction, pin_path ((steps+1, n_pinned, 3), or None when the scene has no pin path: the pins
     then sit at x0 and their gradient is in x0)."""
 
     def __init__(self, **fields):
@@ -192,6 +192,7 @@ def backward(scene, traj, gx_frames, gv_frames, lin=None):
         k_bending=np.zeros(scene.cloth.n_bending),
         contact_stiffness=0.0,
         friction=np.zeros(len(scene.colliders)),
+        self_friction=0.0,
     )
     gforces = np.zeros((scene.steps, scene.cloth.n, 3))
     gdamp = 0.0

@@ -21,7 +21,18 @@ from ..solver.threads import one_blas_thread
 from ..solver.timing import timed
 from .adjoint import Linearization
 
-FIELDS = ("k_tension", "k_bending", "x0", "v0", "forces", "damping", "contact_stiffness", "friction", "pin_path")
+FIELDS = (
+    "k_tension",
+    "k_bending",
+    "x0",
+    "v0",
+    "forces",
+    "damping",
+    "contact_stiffness",
+    "friction",
+    "self_friction",
+    "pin_path",
+)
 
 
 class Tangent:
@@ -48,6 +59,7 @@ def _direction(scene, direction):
         damping=(),
         contact_stiffness=(),
         friction=(len(scene.colliders),),
+        self_friction=(),
         pin_path=(scene.steps + 1, len(cloth.pinned), 3),
     )
     if direction.get("pin_path") is not None and scene.pin_path is None:
@@ -63,8 +75,8 @@ def _direction(scene, direction):
 @one_blas_thread
 def tangent(scene, traj, direction, lin=None):
     """The Tangent of `traj` (simulate(scene)'s) along `direction`: a dict of design fields named
-    as Gradient's (k_tension, k_bending, x0, v0, forces, damping, contact_stiffness, pin_path),
-    absent ones zero. lin: the trajectory's Linearization, to share it between passes."""
+    as Gradient's (k_tension, k_bending, x0, v0, forces, damping, contact_stiffness, friction, self_friction,
+    pin_path), absent ones zero. lin: the trajectory's Linearization, to share it between passes."""
     lin = Linearization(scene, traj) if lin is None else lin
     d = _direction(scene, direction)
     model = lin.model
@@ -78,7 +90,11 @@ def tangent(scene, traj, direction, lin=None):
 
     moving_pins = bool(np.any(d["x0"][pinned] if scene.pin_path is None else d["pin_path"]))
     stiffness = bool(
-        np.any(d["k_tension"]) or np.any(d["k_bending"]) or d["contact_stiffness"] or np.any(d["friction"])
+        np.any(d["k_tension"])
+        or np.any(d["k_bending"])
+        or d["contact_stiffness"]
+        or np.any(d["friction"])
+        or d["self_friction"]
     )
     dxs, dvs = np.zeros((ns + 1, n, 3)), np.zeros((ns + 1, n, 3))
     dxs[0] = d["x0"]
@@ -93,7 +109,9 @@ def tangent(scene, traj, direction, lin=None):
             pinned_step[pinned] = pins_at(s + 1)
             push += potential.hess_vec(pt, pinned_step)
         if stiffness:
-            push += potential.design_tangent(pt, d["k_tension"], d["k_bending"], d["contact_stiffness"], d["friction"])
+            push += potential.design_tangent(
+                pt, d["k_tension"], d["k_bending"], d["contact_stiffness"], d["friction"], d["self_friction"]
+            )
         push += potential.lag_tangent(pt, dxs[s])
         push -= d["forces"][s // sub]
         if d["damping"]:

@@ -252,8 +252,8 @@ class State:
         self.stretch = self.length - potential.springs.rest
         sc = potential.scene
         self.contact = Contact(sc, y, (s + 1) / sc.substeps, potential.contact_k, potential.free, lag)
-        # per collider with friction contacts: (its index, the Friction's terms at y)
-        self.friction = [] if lag is None else [(c, f.at(y)) for c, f in enumerate(lag.friction) if f is not None]
+        # per Friction of the step: (its collider's index, None the cloth's own; its terms at y)
+        self.friction = [] if lag is None else [(c, f.at(y)) for c, f in lag.frictions()]
         self.self_contact = None
         if lag is not None and lag.cloth is not None and len(lag.cloth.p):
             self.self_contact = SelfContact(lag.cloth, y, potential.contact_k, sc.self_distance, sc.contact_smoothing)
@@ -312,7 +312,7 @@ class Potential:
         (a solve's result); whether any was new."""
         grown = lag.cloth.grown(x, end)
         if grown is not None:
-            lag.cloth = grown
+            lag.set_cloth(grown)
         return grown is not None
 
     def at(self, y, s, lag=None):
@@ -326,7 +326,7 @@ class Potential:
         if len(st.contact.active):
             np.add.at(grad, st.contact.active, st.contact.grad)
         for _, fs in st.friction:
-            np.add.at(grad, fs.f.vertices, fs.grad)
+            fs.add_gradient(grad)
         if st.self_contact is not None:
             st.self_contact.add_gradient(grad)
         return grad
@@ -354,26 +354,36 @@ class Potential:
         if len(c.active):
             hess = c.hess_psd if projected else c.hess if beta == 1.0 else c.hess_psd + beta * (c.hess - c.hess_psd)
             self.system.add_diagonal(data, self.fidx[c.active], self.hess_scale * hess)
-        for _, fs in st.friction:  # positive semidefinite as it is
-            self.system.add_diagonal(data, self.fidx[fs.f.vertices], self.hess_scale * fs.hess)
-        if st.self_contact is not None and len(st.self_contact):  # also positive semidefinite
-            data = self._add_self_contact(data, st.self_contact)
+        # positive semidefinite as they are: friction's, and the self-contact pairs' E″·nnᵀ
+        pairs = []
+        for col, fs in st.friction:
+            if col is None:
+                pairs.append((fs.f.stencil, fs.f.triangle, fs.hess))
+            else:
+                self.system.add_diagonal(data, self.fidx[fs.f.stencil[:, 0]], self.hess_scale * fs.hess)
+        sc = st.self_contact
+        if sc is not None and len(sc):
+            pairs.append((sc.stencil, sc.triangle, sc.e2[:, None, None] * sc.n[:, :, None] * sc.n[:, None, :]))
+        if pairs:
+            data = self._add_pairs(data, *(np.concatenate(a) for a in zip(*pairs)))
         return data
 
-    def _add_self_contact(self, data, sc):
-        """data plus the self-contact pairs' E″·ggᵀ: the vertex's and the triangle's blocks on the
-        pattern, the vertex–corner blocks beside it (a linalg.Coupled matrix)."""
-        nn = (self.hess_scale * sc.e2)[:, None, None] * sc.n[:, :, None] * sc.n[:, None, :]
-        p = self.fidx[sc.stencil[:, 0]]
+    def _add_pairs(self, data, stencil, triangle, blocks):
+        """data plus blocks M (P,3,3) of vertex–triangle pairs (stencils (P,4): the vertex, then
+        the triangle's corners; their triangles (P,); weights core.contact.self_contact.WEIGHTS): wₖwₗ·M on the vertex's
+        and the triangle's blocks in the pattern, and on the vertex–corner blocks beside it (a
+        linalg.Coupled matrix)."""
+        m = self.hess_scale * blocks
+        p = self.fidx[stencil[:, 0]]
         free = p >= 0
-        self.system.add_diagonal(data, p[free], nn[free])
-        slots = self.self_slots[sc.triangle]  # (A,9,9)
+        self.system.add_diagonal(data, p[free], m[free])
+        slots = self.self_slots[triangle]  # (P,9,9)
         held = slots >= 0
-        np.add.at(data, slots[held], np.broadcast_to((nn / 9).reshape(-1, 1, 9), slots.shape)[held])
-        corners = self.fidx[sc.stencil[:, 1:]]
+        np.add.at(data, slots[held], np.broadcast_to((m / 9).reshape(-1, 1, 9), slots.shape)[held])
+        corners = self.fidx[stencil[:, 1:]]
         both = free[:, None] & (corners >= 0)
         rows = np.broadcast_to(p[:, None], corners.shape)[both]
-        blocks = np.broadcast_to(-nn[:, None] / 3, corners.shape + (3, 3))[both]
+        blocks = np.broadcast_to(-m[:, None] / 3, corners.shape + (3, 3))[both]
         return Coupled(data, self.system.coupling(rows, corners[both], blocks))
 
     def third(self, st, a, b):
@@ -431,7 +441,7 @@ class Potential:
         if len(c.active):
             np.add.at(out, c.active, np.einsum("aij,aj->ai", c.hess, v[c.active]))
         for _, fs in st.friction:
-            np.add.at(out, fs.f.vertices, np.einsum("aij,aj->ai", fs.hess, v[fs.f.vertices]))
+            fs.add_hess_vec(out, v)
         if st.self_contact is not None:
             st.self_contact.add_hess_vec(out, v)
         return out
@@ -444,7 +454,7 @@ class Potential:
         if len(c.active):
             np.add.at(out, c.active, c.lag_gradient(st.y, v[c.active]))
         for _, fs in st.friction:
-            np.add.at(out, fs.f.vertices, fs.lag_gradient(v[fs.f.vertices]))
+            fs.add_lag_gradient(out, v)
         if st.self_contact is not None:
             st.self_contact.add_lag_gradient(out, v)
         return out
@@ -456,20 +466,26 @@ class Potential:
         if len(c.active):
             np.add.at(out, c.active, c.lag_tangent(st.y, dxs[c.active]))
         for _, fs in st.friction:
-            np.add.at(out, fs.f.vertices, fs.lag_tangent(dxs[fs.f.vertices]))
+            fs.add_lag_tangent(out, dxs)
         if st.self_contact is not None:
             st.self_contact.add_lag_tangent(out, dxs)
         return out
 
     def design_gradient(self, st, v):
         """∂(∇Φ·v)/∂p for the design's stiffnesses: k_tension, k_bending (per spring or hinge),
-        contact_stiffness (friction's normal forces scale with it too), friction (per collider)."""
+        contact_stiffness (friction's normal forces scale with it too), friction (per collider),
+        self_friction."""
         dk = self.springs.dk(st, v)
         c = st.contact
-        friction = np.zeros(len(self.scene.colliders))
-        for col, fs in st.friction:
-            friction[col] = float(np.sum(v[fs.f.vertices] * fs.grad)) / fs.f.mu
-        contact = float(np.sum(v[c.active] * c.grad)) + float(friction @ [col.friction for col in self.scene.colliders])
+        friction, self_friction = np.zeros(len(self.scene.colliders)), 0.0
+        contact = float(np.sum(v[c.active] * c.grad))
+        for col, fs in st.friction:  # linear in μ and in λ, so in the contact stiffness
+            part = float(np.sum(fs.f.combine(v) * fs.grad))
+            contact += part
+            if col is None:
+                self_friction = part / fs.f.mu
+            else:
+                friction[col] = part / fs.f.mu
         if st.self_contact is not None:  # the self penalty's stiffness is the contact stiffness too
             self_grad = np.zeros_like(v)
             st.self_contact.add_gradient(self_grad)
@@ -479,9 +495,10 @@ class Potential:
             k_bending=dk[self.n_tension :] if self.hinges is None else self.hinges.dk(st.bend, v),
             contact_stiffness=contact / self.scene.contact_stiffness,
             friction=friction,
+            self_friction=self_friction,
         )
 
-    def design_tangent(self, st, k_tension, k_bending, contact_stiffness=0.0, friction=None):
+    def design_tangent(self, st, k_tension, k_bending, contact_stiffness=0.0, friction=None, self_friction=0.0):
         """(∂∇Φ/∂p)·δp (n,3) for stiffness changes δp: the forward counterpart of
         design_gradient (every term's gradient is linear in its stiffness)."""
         dk = k_tension if self.hinges is not None else np.concatenate([k_tension, k_bending])
@@ -496,9 +513,8 @@ class Potential:
             st.self_contact.add_gradient(self_grad)
             out += self_grad * (contact_stiffness / self.scene.contact_stiffness)
         for col, fs in st.friction:
-            rate = contact_stiffness / self.scene.contact_stiffness + (
-                0.0 if friction is None else friction[col] / fs.f.mu
-            )
+            dmu = self_friction if col is None else 0.0 if friction is None else friction[col]
+            rate = contact_stiffness / self.scene.contact_stiffness + dmu / fs.f.mu
             if rate:
-                np.add.at(out, fs.f.vertices, fs.grad * rate)
+                fs.f.spread(out, fs.grad * rate)
         return out

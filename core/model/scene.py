@@ -68,6 +68,8 @@ class Scene:
     0 for "newton", 1 mm for "linearized", whose step must not jump as contacts begin).
     self_distance (m): the distance the cloth keeps from itself (core.contact.self_contact), with the
     colliders' penalty; 0 turns self-collision off; at most twice the shortest rest edge.
+    self_friction: Coulomb's μ between the cloth's layers where they touch (the colliders' lagged
+    friction, a vertex slipping against a triangle); 0 none.
     """
 
     def __init__(
@@ -89,6 +91,7 @@ class Scene:
         solver="newton",
         contact_smoothing=None,
         self_distance=0.0,
+        self_friction=0.0,
     ):
         if not isinstance(cloth, Cloth):
             raise ValueError("cloth must be a core.Cloth")
@@ -137,6 +140,9 @@ class Scene:
                 "shortest edge): lower it, or use a coarser mesh"
             )
         self.self_distance = float(self_distance)
+        if not (np.isfinite(self_friction) and self_friction >= 0):
+            raise ValueError(f"self friction must be non-negative, got {self_friction}")
+        self.self_friction = float(self_friction)
 
     _fields = (
         "cloth",
@@ -156,6 +162,7 @@ class Scene:
         "solver",
         "contact_smoothing",
         "self_distance",
+        "self_friction",
     )
 
     def replace(self, **changes):

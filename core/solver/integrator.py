@@ -244,7 +244,7 @@ class LinearizedStepper:
         data = md.matrix(pt, projected=True)
         self._factor(data, s)
         d = self._solve(data, b, s)
-        friction = [] if lag is None else [f for f in lag.friction if f is not None]
+        friction = [] if lag is None else [f for _, f in lag.frictions()]
         if friction:  # refit friction to the slip this solve found; solve once more on its factor
             moved = y.copy()
             moved[md.free] += d.reshape(-1, 3)
