@@ -186,3 +186,20 @@ def test_self_friction_is_an_optimizable_design_parameter():
     loss = dc.KeyframeLoss({4: target.x[4], 8: target.x[8]})
     result = dc.optimize(contact_scene(0.8), loss, ["self_friction"], max_iter=20)
     assert result.params["self_friction"] == pytest.approx(0.3, abs=0.01)
+
+
+def test_pairs_are_found_where_the_step_is_predicted_to_take_the_cloth():
+    """Two layers 2 cm apart, beyond the search radius (2 × 4 mm): no planes from where they
+    are; from where free fall is predicted to take the loose one (3 mm over the other), a plane
+    for every loose vertex over the other layer's triangles."""
+    from core.contact.self_contact import SelfQuery
+
+    cloth = two_layers(gap=0.02)
+    query = SelfQuery(cloth, 0.004)
+    x = cloth.rest
+    assert len(query.planes(x, x).keys) == 0
+    end = x.copy()
+    end[36:, 2] -= 0.017
+    planes = query.planes(x, end)
+    assert set(planes.p) >= set(range(36, 72)) - {36, 41, 66, 71}  # every loose vertex but the corners
+    assert (planes.n[planes.p >= 36, 2] > 0.99).all()  # held on the side they start on, above

@@ -44,6 +44,20 @@ def _dot(a, b):
     return np.einsum("ij,ij->i", a, b)
 
 
+def _unique(keys):
+    """np.unique's sorted unique values by a sort (numpy 2.3's np.unique on integers hashes:
+    9× slower on a 64×64 fold's half-million candidate keys)."""
+    keys = np.sort(keys)
+    return keys[np.r_[True, keys[1:] != keys[:-1]]] if len(keys) else keys
+
+
+def _member(sorted_keys, keys):
+    """Whether each of keys is in sorted_keys (a mask)."""
+    if not len(sorted_keys):
+        return np.zeros(len(keys), bool)
+    return sorted_keys[np.minimum(np.searchsorted(sorted_keys, keys), len(sorted_keys) - 1)] == keys
+
+
 def _near(x, tris, radius, moved=None):
     """(vertex, triangle) pairs (P,) each whose vertex may lie within radius of the triangle at
     positions x (of its centroid, beyond the triangle's reach: a cKDTree of the centroids),
@@ -67,22 +81,35 @@ def _near(x, tris, radius, moved=None):
     return p[keep], t[keep]
 
 
-def _plane(x, tris, p, t):
-    """For pairs (p, t) at positions x: t's unit normal (P,3), its length |N| (twice the area)
-    and p's height above t's plane."""
-    corners = x[tris[t]]
-    a = corners[:, 0]
-    big = np.cross(corners[:, 1] - a, corners[:, 2] - a)
-    length = np.linalg.norm(big, axis=1)
-    unit = big / length[:, None]
-    return unit, length, _dot(x[p] - a, unit)
+class _Shape:
+    """The triangles at positions x: unit normals (T,3), |N| (twice the areas), centroids and
+    reaches; once per configuration, the pairs then gather them."""
 
+    def __init__(self, x, tris):
+        self.x, self.tris = x, tris
+        corners = x[tris]
+        big = np.cross(corners[:, 1] - corners[:, 0], corners[:, 2] - corners[:, 0])
+        self.length = np.linalg.norm(big, axis=1)
+        self.unit = big / self.length[:, None]
+        self.centroids = corners.mean(axis=1)
+        self.reach = np.linalg.norm(corners - self.centroids[:, None], axis=2).max(axis=1)
 
-def _offset(x, tris, p, t, height):
-    """How far p's projection on t's plane lies outside t (p's height over the plane given)."""
-    corners = x[tris[t]]
-    q, _ = closest_on_triangles(x[p], corners[:, 0], corners[:, 1], corners[:, 2])
-    return np.sqrt(np.maximum(np.sum((x[p] - q) ** 2, axis=1) - height**2, 0.0))
+    def height(self, p, t):
+        """p's height over t's plane (P,)."""
+        return _dot(self.x[p] - self.centroids[t], self.unit[t])
+
+    def offset(self, p, t, height, delta):
+        """How far p's projection on t's plane lies outside t (its height given), exact where it
+        may be within delta; beyond, a lower bound over delta (the projection's distance from
+        the centroid less the reach: a flat layer's neighbours, most candidates, cost no
+        closest point)."""
+        lateral = np.sqrt(np.maximum(np.sum((self.x[p] - self.centroids[t]) ** 2, axis=1) - height**2, 0.0))
+        out = lateral - self.reach[t]
+        near = np.flatnonzero(out <= delta)
+        corners = self.x[self.tris[t[near]]]
+        q, _ = closest_on_triangles(self.x[p[near]], corners[:, 0], corners[:, 1], corners[:, 2])
+        out[near] = np.sqrt(np.maximum(np.sum((self.x[p[near]] - q) ** 2, axis=1) - height[near] ** 2, 0.0))
+        return out
 
 
 class SelfQuery:
@@ -97,7 +124,7 @@ class SelfQuery:
         corners = cloth.rest[self.tris[t]]
         q, _ = closest_on_triangles(cloth.rest[p], corners[:, 0], corners[:, 1], corners[:, 2])
         near = np.linalg.norm(cloth.rest[p] - q, axis=1) <= REST * self.distance
-        self.excluded = np.unique(p[near] * self.n_tris + t[near])
+        self.excluded = _unique(p[near] * self.n_tris + t[near])
 
     @timed("self-collision")
     def planes(self, x, end):
@@ -105,16 +132,13 @@ class SelfQuery:
         vertex is within the search radius of the triangle's centroid and reach at either, those
         over the triangle and within the radius of its plane at either, or passing it between."""
         keys = np.concatenate([p * self.n_tris + t for p, t in (_near(y, self.tris, self.radius) for y in (x, end))])
-        cands = Candidates(self, x, self.allowed(np.unique(keys)), end)
+        cands = Candidates(self, x, self.allowed(_unique(keys)), end)
         start = np.flatnonzero((cands.off <= self.distance) & (np.abs(cands.height) <= self.radius))
-        return SelfPlanes(cands, np.union1d(start, cands.select(end, self.radius)), x)
+        return SelfPlanes(cands, _unique(np.concatenate([start, cands.select(end, self.radius)])), x)
 
     def allowed(self, keys):
         """The keys of pairs not near at rest."""
-        if not len(self.excluded):
-            return keys
-        at = np.minimum(np.searchsorted(self.excluded, keys), len(self.excluded) - 1)
-        return keys[self.excluded[at] != keys]
+        return keys[~_member(self.excluded, keys)]
 
     def of_pairs(self, x, keys):
         """SelfPlanes of the pairs keys (vertex·triangles + triangle, sorted) from the step's start x."""
@@ -126,11 +150,15 @@ class Candidates:
     its start: the triangle's unit normal and |N|, the vertex's height and lateral offset."""
 
     def __init__(self, query, x, keys, end, geometry=None):
+        """geometry: the pairs' unit, length, height and off, else computed (off exact only
+        within δ: every use compares it with δ)."""
         self.query, self.x, self.keys, self.end = query, x, keys, end
         self.p, self.t = np.divmod(keys, query.n_tris)
         if geometry is None:
-            unit, length, height = _plane(x, query.tris, self.p, self.t)
-            geometry = unit, length, height, _offset(x, query.tris, self.p, self.t, height)
+            shape = _Shape(x, query.tris)
+            height = shape.height(self.p, self.t)
+            off = shape.offset(self.p, self.t, height, query.distance)
+            geometry = shape.unit[self.t], shape.length[self.t], height, off
         self.unit, self.length, self.height, self.off = geometry
 
     def widened(self, end):
@@ -141,8 +169,8 @@ class Candidates:
         strayed = np.minimum(np.linalg.norm(end - self.x, axis=1), np.linalg.norm(end - self.end, axis=1))
         moved = strayed > 0.5 * (q.radius - q.distance)
         p, t = _near(end, q.tris, q.radius, moved)
-        keys = q.allowed(np.unique(p * q.n_tris + t))
-        keys = keys[~np.isin(keys, self.keys)]
+        keys = q.allowed(_unique(p * q.n_tris + t))
+        keys = keys[~_member(self.keys, keys)]
         if not len(keys):
             return None
         more = Candidates(q, self.x, keys, self.end)  # merged in key order, the known ones' geometry kept
@@ -158,14 +186,16 @@ class Candidates:
         the start or at end and within radius of its plane at end or passed to its other side: a
         plane says nothing of points beside the triangle (the same layer, brought near as a cloth
         compresses)."""
-        sel = np.setdiff1d(np.arange(len(self.keys)), known, assume_unique=True)
-        tris, delta = self.query.tris, self.query.distance
-        _, _, height1 = _plane(end, tris, self.p[sel], self.t[sel])
-        crossed = np.sign(self.height[sel]) != np.sign(height1)
-        sel, height1 = sel[crossed | (np.abs(height1) <= radius)], height1[crossed | (np.abs(height1) <= radius)]
+        left = np.ones(len(self.keys), bool)
+        left[np.asarray(known, dtype=np.int64)] = False
+        sel = np.flatnonzero(left)
+        delta, shape = self.query.distance, _Shape(end, self.query.tris)
+        height1 = shape.height(self.p[sel], self.t[sel])
+        near = (np.sign(self.height[sel]) != np.sign(height1)) | (np.abs(height1) <= radius)  # or crossed
+        sel, height1 = sel[near], height1[near]
         beside = np.flatnonzero(self.off[sel] > delta)  # over at the start, else perhaps at end
         over = np.ones(len(sel), bool)
-        over[beside] = _offset(end, tris, self.p[sel[beside]], self.t[sel[beside]], height1[beside]) <= delta
+        over[beside] = shape.offset(self.p[sel[beside]], self.t[sel[beside]], height1[beside], delta) <= delta
         return sel[over]
 
 
@@ -251,7 +281,7 @@ class SelfPlanes:
         new = cands.select(end, cands.query.distance, old)
         if not len(new):
             return None
-        chosen = np.union1d(old, new)
+        chosen = _unique(np.concatenate([old, new]))
         out = SelfPlanes(cands, chosen, x)
         out.forced[np.searchsorted(chosen, old)] = self.forced
         return out
