@@ -10,7 +10,7 @@ linearized steps), colliders Role Sphere and Plane, read by the add-on. Per scen
 Newton iterations a step, and the number of triangle pairs that pass through each other
 (core.model.mesh.crossing_pairs) at every frame — its largest, its last, and in how many frames it is
 above zero — with Self Collisions off and on (DiffCloth: the cloth's Self Collisions at Blender's
-Distance, 15 mm). Targets: no crossing with self-collision, its time at most 2× the run without
+defaults, Distance 15 mm and Friction 5). Targets: no crossing with self-collision, its time at most 2× the run without
 and at most Blender's own ratio of time with and without Self Collisions.
 
     .envs/py313-bpy5.2/bin/python benchmarks/self_collision.py [--side 64] [--scenes fold heap]
@@ -73,7 +73,8 @@ def diffcloth_case(scene, side, self_collision):
     diffcloth_cloth(cloth, "cotton")
     cloth.diffcloth.pin_group = ""
     if self_collision:
-        cloth.diffcloth.use_self_collision, cloth.diffcloth.self_distance = True, self_collision[0]
+        cloth.diffcloth.use_self_collision = True
+        cloth.diffcloth.self_distance, cloth.diffcloth.self_friction = self_collision
     setup = convert.gather(bpy.context, "DiffCloth", need_targets=False)
     t0 = time.perf_counter()
     traj = dc.simulate(setup.scene, keep_factors=False)  # as Simulate & Bake
