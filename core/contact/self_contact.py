@@ -60,9 +60,9 @@ def _member(sorted_keys, keys):
 
 def _near(x, tris, radius, moved=None):
     """(vertex, triangle) pairs (P,) each whose vertex may lie within radius of the triangle at
-    positions x (of its centroid, beyond the triangle's reach: a cKDTree of the centroids),
-    vertices of the triangle left out; moved (a mask): only the pairs with a moved vertex, as the
-    vertex or as a corner."""
+    positions x (of its centroid, beyond the triangle's reach: a cKDTree of the centroids), the
+    triangle's own corners among them (SelfQuery.excluded leaves them out); moved (a mask): only
+    the pairs with a moved vertex, as the vertex or as a corner."""
     centroids, reach = centroids_and_reach(x, tris)
     everything = np.arange(len(tris)), np.arange(len(x))
     if moved is None:
@@ -77,7 +77,7 @@ def _near(x, tris, radius, moved=None):
             )
             t.append(triangles[pairs["i"]]), p.append(vertices[pairs["j"]]), dist.append(pairs["v"])
     p, t, dist = np.concatenate(p), np.concatenate(t), np.concatenate(dist)
-    keep = (dist <= radius + reach[t]) & (tris[t] != p[:, None]).all(axis=1)
+    keep = dist <= radius + reach[t]
     return p[keep], t[keep]
 
 
@@ -114,7 +114,8 @@ class _Shape:
 
 class SelfQuery:
     """A cloth's self-contact search: its triangles, the self distance δ, and the (vertex,
-    triangle) pairs within REST·δ of each other at rest, which never become planes."""
+    triangle) pairs within REST·δ of each other at rest, which never become planes (a
+    triangle's own corners among them)."""
 
     def __init__(self, cloth, distance):
         self.tris, self.distance, self.radius = cloth.tris, float(distance), SEARCH * float(distance)
@@ -201,28 +202,32 @@ class Candidates:
 
 class SelfPlanes:
     """A step's self-contact planes, `chosen` of its Candidates: per pair (keys) the vertex p, the
-    triangle t and its corners (P,3), the normal n (toward p's side at the step's start) and
-    ∂n/∂x_k for the corners at the start (P,3,3,3: J_k = ±(I − nnᵀ)[s_k]ₓ/|N|,
-    s = (c − b, a − c, b − a))."""
+    triangle t and its corners (P,3) and the normal n (toward p's side at the step's start)."""
 
     def __init__(self, cands, chosen, x):
-        self.cands, self.chosen = cands, chosen
+        self.cands, self.chosen, self.x = cands, chosen, x
         self.keys, self.p, self.t = cands.keys[chosen], cands.p[chosen], cands.t[chosen]
         self.tri = cands.query.tris[self.t]
-        side = np.where(cands.height[chosen] < 0, -1.0, 1.0)
-        n = self.n = cands.unit[chosen] * side[:, None]
-        length = cands.length[chosen]
+        self.side = np.where(cands.height[chosen] < 0, -1.0, 1.0)
+        self.n = cands.unit[chosen] * self.side[:, None]
         # pairs a linearized step holds in contact whatever their distance at its prediction
         self.forced = np.zeros(len(chosen), bool)
-        a, b, c = (x[self.tri[:, i]] for i in range(3))
+
+    def jacobian(self, idx):
+        """∂n/∂x_k for the corners at the start of planes idx (I,3,3,3): J_k = ±(I − nnᵀ)[s_k]ₓ/|N|,
+        s = (c − b, a − c, b − a). Only the contacts' (a forward run without gradients or friction
+        needs none)."""
+        n, side, length = self.n[idx], self.side[idx], self.cands.length[self.chosen[idx]]
+        a, b, c = (self.x[self.tri[idx, i]] for i in range(3))
         proj = np.eye(3) - n[:, :, None] * n[:, None, :]
         # n = side·N/|N|, N = (b − a)×(c − a): ∂n = side·(I − nnᵀ)·∂N/|N|, ∂N/∂x_k = [s_k]ₓ
-        self.jac = np.empty((len(chosen), 3, 3, 3))
+        jac = np.empty((len(idx), 3, 3, 3))
         for k, s in enumerate((c - b, a - c, b - a)):
-            skew = np.zeros((len(chosen), 3, 3))
+            skew = np.zeros((len(idx), 3, 3))
             skew[:, 0, 1], skew[:, 0, 2], skew[:, 1, 2] = -s[:, 2], s[:, 1], -s[:, 0]
             skew -= skew.transpose(0, 2, 1)
-            self.jac[:, k] = (side / length)[:, None, None] * (proj @ skew)
+            jac[:, k] = (side / length)[:, None, None] * (proj @ skew)
+        return jac
 
     def friction(self, x, v, stiffness, scene, eps, linearized):
         """The lagged friction (core.contact.penalty.Friction) of the pairs in contact at the step's
@@ -239,7 +244,7 @@ class SelfPlanes:
         if not len(on):
             return None
         stencil = np.column_stack([self.p[on], self.tri[on]])
-        n, r, jac = self.n[on], r[on], self.jac[on]
+        n, r, jac = self.n[on], r[on], self.jacobian(on)
         _, e1, e2, _ = penalty(d[on], stiffness[self.p[on]], scene.contact_smoothing)
         # ∂dₛ/∂xₘ = wₘ·n + ∂n/∂xₘᵀ·rₛ (n depends on the corners only)
         dn = np.zeros((len(on), 4, 3, 3))
@@ -297,7 +302,8 @@ class SelfContact:
         d = _dot(r, planes.n) - distance
         on = np.flatnonzero((d < 0) | planes.forced)
         self.stencil, self.triangle = np.column_stack([planes.p[on], planes.tri[on]]), planes.t[on]
-        self.n, self.r, self.jac, self.d = planes.n[on], r[on], planes.jac[on], d[on]
+        self.n, self.r, self.d = planes.n[on], r[on], d[on]
+        self._planes, self._on, self._jac = planes, on, None
         k = stiffness[planes.p[on]]
         e, self.e1, self.e2, _ = penalty(np.minimum(self.d, 0.0), k, smoothing)
         forced = planes.forced[on]
@@ -306,6 +312,13 @@ class SelfContact:
 
     def __len__(self):
         return len(self.stencil)
+
+    @property
+    def jac(self):
+        """∂n/∂xₛ of the corners per active pair (SelfPlanes.jacobian), for the lag terms."""
+        if self._jac is None:
+            self._jac = self._planes.jacobian(self._on)
+        return self._jac
 
     def _spread(self, out, per_pair):
         """out[stencil] += the stencil's weights times per-pair vectors (A,3)."""
