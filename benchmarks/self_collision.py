@@ -13,7 +13,10 @@ above zero — with Self Collisions off and on (DiffCloth: the cloth's Self Coll
 defaults, Distance 15 mm and Friction 5). Targets: no crossing with self-collision, its time at most 2× the run without
 and at most Blender's own ratio of time with and without Self Collisions.
 
-    .envs/py313-bpy5.2/bin/python benchmarks/self_collision.py [--side 64] [--scenes fold heap]
+Every run is repeated (--repeat, 3) and its median time reported (the crossings are the same
+each time).
+
+    .envs/py313-bpy5.2/bin/python benchmarks/self_collision.py [--side 64] [--scenes fold heap] [--repeat 3]
 """
 
 import argparse
@@ -97,16 +100,25 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--side", type=int, default=64)
     ap.add_argument("--scenes", nargs="+", default=["fold", "heap"], choices=("fold", "heap"))
+    ap.add_argument("--repeat", type=int, default=3, help="runs of each case; the median time is reported")
     args = ap.parse_args()
+
+    def median(case, *case_args):
+        """The case's first run, its seconds the median over args.repeat runs."""
+        runs = [case(*case_args) for _ in range(args.repeat)]
+        first = runs[0]
+        first[0]["seconds"] = round(float(np.median([r[0]["seconds"] for r in runs])), 2)
+        return first
+
     ext.register()
     try:
         for scene in args.scenes:
-            ours, ours_crossing, tris = diffcloth_case(scene, args.side, None)
-            ours_on, ours_on_crossing, _ = diffcloth_case(scene, args.side, BLENDER_SELF)
-            off, off_crossing = blender_case(scene, args.side, tris, None)
-            on, on_crossing = blender_case(scene, args.side, tris, BLENDER_SELF)
+            ours, ours_crossing, tris = median(diffcloth_case, scene, args.side, None)
+            ours_on, ours_on_crossing, _ = median(diffcloth_case, scene, args.side, BLENDER_SELF)
+            off, off_crossing = median(blender_case, scene, args.side, tris, None)
+            on, on_crossing = median(blender_case, scene, args.side, tris, BLENDER_SELF)
             row = dict(
-                scene=f"{scene}, {args.side}x{args.side}, {FRAMES} frames",
+                scene=f"{scene}, {args.side}x{args.side}, {FRAMES} frames, median of {args.repeat}",
                 diffcloth_self_off=dict(**ours, crossing_pairs=ours_crossing),
                 diffcloth_self_on=dict(**ours_on, crossing_pairs=ours_on_crossing),
                 diffcloth_self_collision_cost=round(ours_on["seconds"] / ours["seconds"], 2),
