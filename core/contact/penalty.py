@@ -64,6 +64,16 @@ def _mv(m, v):
     return np.einsum("aij,aj->ai", m, v)
 
 
+def combine(weights, stencil, v):
+    """Σ wₘvₘ per stencil (K,3) of vectors v at the vertices; stencils (K,S), weights (S,)."""
+    return np.einsum("m,amj->aj", weights, v[stencil])
+
+
+def spread(out, weights, stencil, per):
+    """out[stencil] += wₘ times per-stencil vectors per (K,3): combine's transpose."""
+    np.add.at(out, stencil, weights[None, :, None] * per[:, None, :])
+
+
 class StepLag:
     """What a step's contact terms take from its start state x, v (step s → s+1): each collider's
     own step data (`planes`: a mesh's Planes, else None), the cloth's own (`cloth`: SelfPlanes,
@@ -289,12 +299,10 @@ class Friction:
         self.mu, self.eps, self.previous = mu, eps, previous
 
     def combine(self, v):
-        """Σ wₘvₘ per contact (F,3) of vectors v at the vertices."""
-        return np.einsum("m,amj->aj", self.weights, v[self.stencil])
+        return combine(self.weights, self.stencil, v)
 
     def spread(self, out, per_contact):
-        """out[stencil] += wₘ times per-contact vectors (F,3)."""
-        np.add.at(out, self.stencil, self.weights[None, :, None] * per_contact[:, None, :])
+        spread(out, self.weights, self.stencil, per_contact)
 
     def _tangential(self, rel):
         return rel - _dot(rel, self.n)[:, None] * self.n

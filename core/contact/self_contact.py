@@ -27,7 +27,7 @@ from scipy.spatial import cKDTree
 from ..model.mesh import centroids_and_reach
 from ..solver.timing import timed
 from .colliders import closest_on_triangles
-from .penalty import Friction, deep_penalty, penalty
+from .penalty import Friction, combine, deep_penalty, penalty, spread
 
 # the search radius in self distances: pairs within it at the step's start or its prediction
 # become planes
@@ -252,7 +252,7 @@ class SelfPlanes:
         dd = WEIGHTS[None, :, None] * n[:, None, :] + np.einsum("amji,aj->ami", dn, r)
         previous = None
         if linearized:  # its slip over the last step: see Friction
-            slip = scene.h * np.einsum("m,amj->aj", WEIGHTS, v[stencil])
+            slip = scene.h * combine(WEIGHTS, stencil, v)
             previous = np.linalg.norm(slip - _dot(slip, n)[:, None] * n, axis=1)
         out = Friction(
             stencil,
@@ -321,12 +321,11 @@ class SelfContact:
         return self._jac
 
     def _spread(self, out, per_pair):
-        """out[stencil] += the stencil's weights times per-pair vectors (A,3)."""
-        np.add.at(out, self.stencil.ravel(), (WEIGHTS[None, :, None] * per_pair[:, None, :]).reshape(-1, 3))
+        spread(out, WEIGHTS, self.stencil, per_pair)
 
     def _combine(self, v):
         """Σ w_m v_m per pair (A,3): v at the vertex less its mean over the corners."""
-        return np.einsum("k,akj->aj", WEIGHTS, v[self.stencil])
+        return combine(WEIGHTS, self.stencil, v)
 
     def add_gradient(self, out):
         self._spread(out, self.e1[:, None] * self.n)
