@@ -132,15 +132,15 @@ class Model:
         return y
 
 
-def pcg(system, data, b, factor, eta, maxiter=CG_MAX_ITER):
-    """Solve A·x = b by CG preconditioned with a (lagged) factorization.
+def pcg(system, data, b, factor, eta, maxiter=CG_MAX_ITER, x0=None):
+    """Solve A·x = b by CG preconditioned with a (lagged) factorization, from x0 (default 0).
 
     Returns (x, None) on success, (None, p) with pᵀAp ≤ 0 when A shows negative curvature
     along p, or (None, None) when CG does not reach ‖r‖ ≤ eta·‖b‖ within maxiter, or falls so
     far behind the pace that needs (CG_SLACK) that it would not.
     """
-    x = np.zeros_like(b)
-    r = b.copy()
+    x = np.zeros_like(b) if x0 is None else x0.copy()
+    r = b.copy() if x0 is None else b - system.matvec(data, x)
     z = factor.solve(r)
     p = z.copy()
     rz = r @ z
@@ -166,17 +166,17 @@ def pcg(system, data, b, factor, eta, maxiter=CG_MAX_ITER):
     return None, None
 
 
-def refined(system, data, b, factor, eta, maxiter=CG_MAX_ITER):
+def refined(system, data, b, factor, eta, maxiter=CG_MAX_ITER, x0=None):
     """factor's solution of data·x = b to relative residual eta: PCG on data when the factor is
     inexact (single precision); None if that does not converge. A Coupled matrix (self-contact)
-    is solved by PCG on factor, else on its own factorization."""
+    is solved by PCG on factor, else on its own factorization; x0: PCG's start."""
     if not isinstance(data, Coupled):
-        return factor.solve(b) if factor.exact else pcg(system, data, b, factor, eta, maxiter)[0]
+        return factor.solve(b) if factor.exact else pcg(system, data, b, factor, eta, maxiter, x0)[0]
     # factor may be another Coupled matrix's (an earlier solve's): refine it on this one
-    x = pcg(system, data, b, factor, eta, maxiter)[0] if factor.solve is not None else None
+    x = pcg(system, data, b, factor, eta, maxiter, x0)[0] if factor.solve is not None else None
     if x is None:
         own = data.factor(system)
-        x = pcg(system, data, b, own, eta, maxiter)[0] if own.solve is not None else None
+        x = pcg(system, data, b, own, eta, maxiter, x0)[0] if own.solve is not None else None
     return x
 
 
@@ -215,16 +215,17 @@ class LinearizedStepper:
         if not self.factor.positive_definite:  # only rounding in extreme stiffness ratios can do this
             raise step_error(self.model.scene, s, "found its matrix singular")
 
-    def _solve(self, data, b, s):
+    def _solve(self, data, b, s, guess=None):
         """data·d = b to rounding by PCG on the step's factorization (single precision, or of a
-        matrix that differs in contact blocks), refactoring data should that stall."""
+        matrix that differs in contact blocks) from guess (an earlier solve's of a matrix that
+        differs a little), refactoring data should that stall."""
         md = self.model
         # to rounding; should that stall, nearly. A Coupled matrix (self-contact, whose gradients
         # are not built for linearized steps) needs no more than Newton's tolerance.
         etas = (COUPLED_RTOL,) if isinstance(data, Coupled) else (LINEAR_RTOL, 1e-12)
         for attempt in range(2):
             for eta in etas:
-                d = refined(md.system, data, b, self.factor, eta, maxiter=30)
+                d = refined(md.system, data, b, self.factor, eta, maxiter=30, x0=guess)
                 if d is not None and np.isfinite(d).all():
                     return d
             if attempt == 0:
@@ -253,7 +254,7 @@ class LinearizedStepper:
             pt = md.potential.at(y, s, lag)
             b = -(md.h**2) * md.gradient(pt, x, xhat, u).ravel()
             data = md.matrix(pt, projected=True)
-            d = self._solve(data, b, s)
+            d = self._solve(data, b, s, guess=d)
         res = float(np.linalg.norm(md.system.matvec(data, d) - b) / max(np.linalg.norm(b), 1e-300))
         y[md.free] += d.reshape(-1, 3)
         if lag is not None and lag.cloth is not None:
@@ -284,8 +285,9 @@ class LinearizedStepper:
             pt = md.potential.at(start, s, lag)
             b = -(md.h**2) * md.gradient(pt, x, xhat, u).ravel()
             data = md.matrix(pt, projected=True)
+            guess = (y - start)[md.free].ravel()  # the last round's, whose matrix differs by a few pairs
             y = start.copy()
-            y[md.free] += self._solve(data, b, s).reshape(-1, 3)
+            y[md.free] += self._solve(data, b, s, guess).reshape(-1, 3)
         return y
 
 
