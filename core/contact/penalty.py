@@ -7,9 +7,11 @@ One mechanism for all colliders (core.contact.colliders answers the distance que
   as a collider of itself, a distance query over vertex–triangle pairs) and the friction contacts, whose normal force λ,
   normal n and anchor are lagged from the step's start (Li et al. 2020, Incremental Potential
   Contact §5). Everything in it is a function of x_s, and the adjoint differentiates it
-  (`Contact.lag_gradient`, `Friction.lag_gradient`).
+  (`Contact.lag_gradient`, `FrictionState.add_lag_gradient`).
 - `Contact` at positions y: the penalty E(d) per vertex and collider (see penalty).
-- `Friction` at positions y: μ·λ·f₀(‖P(y − x_s − m)‖) per friction contact, P = I − nnᵀ the
+- `Friction` at positions y: μ·λ·f₀(‖P(Σwₖ(yₖ − x_sₖ) − m)‖) per friction contact, a stencil of
+  vertices k with weights wₖ (a collider's contact: its vertex; a self-contact pair: its vertex
+  less its triangle's centroid), P = I − nnᵀ the
   tangent projector, m the surface's own motion over the step, f₀ the C² mollifier that is
   quadratic below a slip of ε_v·h and linear above: Coulomb's force μλ while sliding, a stiff
   spring while sticking (a held cloth creeps at most at ε_v). The force is a potential's
