@@ -308,13 +308,14 @@ def upgrade(objects):
     sphere and plane colliders no friction."""
     for obj in objects:
         s = obj.diffcloth
-        if s.role == "CLOTH" and s.settings_version < 2:
-            s.model, s.solver = "SPRINGS", "NEWTON"
-            for key, old in LEGACY_DEFAULTS.items():
-                if not s.is_property_set(key):
-                    setattr(s, key, old)
-        if s.role == "CLOTH" and s.settings_version < 3 and not s.is_property_set("self_friction"):
-            s.self_friction = 0.0  # they had none
+        if s.role == "CLOTH":
+            if s.settings_version < 2:
+                s.model, s.solver = "SPRINGS", "NEWTON"
+                for key, old in LEGACY_DEFAULTS.items():
+                    if not s.is_property_set(key):
+                        setattr(s, key, old)
+            if s.settings_version < 3 and not s.is_property_set("self_friction"):
+                s.self_friction = 0.0  # they had none
         elif s.role in ("SPHERE", "PLANE") and s.settings_version < 2:
             s.friction = 0.0  # they had none
         stamp(obj)

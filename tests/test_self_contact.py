@@ -5,14 +5,11 @@ import math
 
 import numpy as np
 import pytest
+from test_colliders import DOWNHILL, INCLINE, TURN
 from test_tangent import paired
 
 import core as dc
 from core.model.mesh import crossing_pairs
-
-INCLINE = math.radians(30)
-TURN = np.array([[1, 0, 0], [0, math.cos(INCLINE), -math.sin(INCLINE)], [0, math.sin(INCLINE), math.cos(INCLINE)]])
-DOWNHILL = TURN @ np.array([0.0, -1.0, 0.0])
 
 
 def two_layers(n=6, size=0.1, gap=0.012, rng_seed=0, k=60.0):

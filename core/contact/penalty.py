@@ -89,7 +89,7 @@ class StepLag:
         # the cloth's own planes (core.contact.self_contact): the pairs given (a step replayed), else those
         # near at the start or where free fall takes it (a step adds those its solve crosses)
         query = potential.self_query
-        self.start = potential, x, v
+        self.start = potential, v
         self.cloth = self.cloth_friction = None
         if query is not None:
             self.set_cloth(
@@ -134,12 +134,12 @@ class StepLag:
         friction between its layers, of those pairs in contact at the step's start: one
         function of the pairs, as a replayed step rebuilds it. A linearized step's friction
         keeps the slips it was refitted to."""
-        potential, x, v = self.start
+        potential, v = self.start
         sc = potential.scene
         old, self.cloth, self.cloth_friction = self.cloth_friction, planes, None
         if sc.self_friction > 0:
             self.cloth_friction = planes.friction(
-                x, v, potential.contact_k, sc, FRICTION_EPS_V * sc.h, sc.solver == "linearized"
+                v, potential.contact_k, sc, FRICTION_EPS_V * sc.h, sc.solver == "linearized"
             )
         new = self.cloth_friction
         if old is not None and new is not None and new.previous is not None:

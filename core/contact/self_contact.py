@@ -24,7 +24,7 @@ core.solver.linalg.Coupled carries those blocks beside the pattern.
 import numpy as np
 from scipy.spatial import cKDTree
 
-from ..model.mesh import centroids_and_reach
+from ..model.mesh import centroids, centroids_and_reach
 from ..solver.timing import timed
 from .colliders import closest_on_triangles
 from .penalty import Friction, combine, deep_penalty, penalty, spread
@@ -58,18 +58,12 @@ def _member(sorted_keys, keys):
     return sorted_keys[np.minimum(np.searchsorted(sorted_keys, keys), len(sorted_keys) - 1)] == keys
 
 
-def _centroids(x, tris):
-    """Each triangle's centroid at positions x (T,3): the pairs then gather theirs (faster than a
-    mean over each pair's corners)."""
-    return (x[tris[:, 0]] + x[tris[:, 1]] + x[tris[:, 2]]) / 3
-
-
-def _near(x, tris, radius, moved=None):
-    """(vertex, triangle) pairs (P,) each whose vertex may lie within radius of the triangle at
-    positions x (of its centroid, beyond the triangle's reach: a cKDTree of the centroids), the
-    triangle's own corners among them (SelfQuery.excluded leaves them out); moved (a mask): only
-    the pairs with a moved vertex, as the vertex or as a corner."""
-    centroids, reach = centroids_and_reach(x, tris)
+def _near(shape, radius, moved=None):
+    """(vertex, triangle) pairs (P,) each whose vertex may lie within radius of the triangle in a
+    configuration (_Shape; of its centroid, beyond the triangle's reach: a cKDTree of the
+    centroids), the triangle's own corners among them (SelfQuery.excluded leaves them out); moved
+    (a mask): only the pairs with a moved vertex, as the vertex or as a corner."""
+    x, tris, reach = shape.x, shape.tris, shape.reach
     everything = np.arange(len(tris)), np.arange(len(x))
     if moved is None:
         queries = [everything]
@@ -78,7 +72,7 @@ def _near(x, tris, radius, moved=None):
     p, t, dist = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)], [np.zeros(0)]
     for triangles, vertices in queries:
         if len(triangles) and len(vertices):
-            pairs = cKDTree(centroids[triangles]).sparse_distance_matrix(
+            pairs = cKDTree(shape.centroids[triangles]).sparse_distance_matrix(
                 cKDTree(x[vertices]), radius + float(reach.max()), output_type="ndarray"
             )
             t.append(triangles[pairs["i"]]), p.append(vertices[pairs["j"]]), dist.append(pairs["v"])
@@ -89,16 +83,15 @@ def _near(x, tris, radius, moved=None):
 
 class _Shape:
     """The triangles at positions x: unit normals (T,3), |N| (twice the areas), centroids and
-    reaches; once per configuration, the pairs then gather them."""
+    reaches; measured once per configuration (the broad phase and the pairs then read them)."""
 
     def __init__(self, x, tris):
         self.x, self.tris = x, tris
-        corners = x[tris]
-        big = np.cross(corners[:, 1] - corners[:, 0], corners[:, 2] - corners[:, 0])
+        a, b, c = (x[tris[:, i]] for i in range(3))
+        big = np.cross(b - a, c - a)
         self.length = np.linalg.norm(big, axis=1)
         self.unit = big / self.length[:, None]
-        self.centroids = (corners[:, 0] + corners[:, 1] + corners[:, 2]) / 3
-        self.reach = np.linalg.norm(corners - self.centroids[:, None], axis=2).max(axis=1)
+        self.centroids, self.reach = centroids_and_reach(x, tris)
 
     def height(self, p, t):
         """p's height over t's plane (P,)."""
@@ -126,7 +119,7 @@ class SelfQuery:
     def __init__(self, cloth, distance):
         self.tris, self.distance, self.radius = cloth.tris, float(distance), SEARCH * float(distance)
         self.n_tris = len(cloth.tris)
-        p, t = _near(cloth.rest, self.tris, self.radius)
+        p, t = _near(_Shape(cloth.rest, self.tris), self.radius)
         # the closest point at rest, in any region of the triangle
         corners = cloth.rest[self.tris[t]]
         q, _ = closest_on_triangles(cloth.rest[p], corners[:, 0], corners[:, 1], corners[:, 2])
@@ -138,10 +131,11 @@ class SelfQuery:
         """The step's SelfPlanes from its start x and an estimate of its end: of the pairs whose
         vertex is within the search radius of the triangle's centroid and reach at either, those
         over the triangle and within the radius of its plane at either, or passing it between."""
-        keys = np.concatenate([p * self.n_tris + t for p, t in (_near(y, self.tris, self.radius) for y in (x, end))])
-        cands = Candidates(self, x, self.allowed(_unique(keys)), end)
+        shapes = _Shape(x, self.tris), _Shape(end, self.tris)
+        keys = np.concatenate([p * self.n_tris + t for p, t in (_near(shape, self.radius) for shape in shapes)])
+        cands = Candidates(self, shapes[0], self.allowed(_unique(keys)), end)
         start = np.flatnonzero((cands.off <= self.distance) & (np.abs(cands.height) <= self.radius))
-        return SelfPlanes(cands, _unique(np.concatenate([start, cands.select(end, self.radius)])), x)
+        return SelfPlanes(cands, _unique(np.concatenate([start, cands.select(shapes[1], self.radius)])), x)
 
     def allowed(self, keys):
         """The keys of pairs not near at rest."""
@@ -149,54 +143,54 @@ class SelfQuery:
 
     def of_pairs(self, x, keys):
         """SelfPlanes of the pairs keys (vertex·triangles + triangle, sorted) from the step's start x."""
-        return SelfPlanes(Candidates(self, x, keys, x), np.arange(len(keys)), x)
+        return SelfPlanes(Candidates(self, _Shape(x, self.tris), keys, x), np.arange(len(keys)), x)
 
 
 class Candidates:
     """A step's candidate pairs (sorted keys vertex·triangles + triangle; p, t) and their geometry at
     its start: the triangle's unit normal and |N|, the vertex's height and lateral offset."""
 
-    def __init__(self, query, x, keys, end, geometry=None):
-        """geometry: the pairs' unit, length, height and off, else computed (off exact only
-        within δ: every use compares it with δ)."""
-        self.query, self.x, self.keys, self.end = query, x, keys, end
+    def __init__(self, query, shape, keys, end, geometry=None):
+        """shape: the triangles at the step's start (_Shape); geometry: the pairs' unit, length,
+        height and off, else computed (off exact only within δ: every use compares it with δ)."""
+        self.query, self.shape, self.x, self.keys, self.end = query, shape, shape.x, keys, end
         self.p, self.t = np.divmod(keys, query.n_tris)
         if geometry is None:
-            shape = _Shape(x, query.tris)
             height = shape.height(self.p, self.t)
             off = shape.offset(self.p, self.t, height, query.distance)
             geometry = shape.unit[self.t], shape.length[self.t], height, off
         self.unit, self.length, self.height, self.off = geometry
 
-    def widened(self, end):
-        """These candidates and the pairs near at end that involve a vertex more than half the
-        search radius's margin over δ from both places the candidates were searched at (a
-        solve's result that strays from them), or None if there are none."""
-        q = self.query
+    def widened(self, stop):
+        """These candidates and the pairs near at stop (_Shape of a solve's result) that involve a
+        vertex more than half the search radius's margin over δ from both places the candidates
+        were searched at (a result that strays from them), or None if there are none."""
+        q, end = self.query, stop.x
         strayed = np.minimum(np.linalg.norm(end - self.x, axis=1), np.linalg.norm(end - self.end, axis=1))
         moved = strayed > 0.5 * (q.radius - q.distance)
-        p, t = _near(end, q.tris, q.radius, moved)
+        p, t = _near(stop, q.radius, moved)
         keys = q.allowed(_unique(p * q.n_tris + t))
         keys = keys[~_member(self.keys, keys)]
         if not len(keys):
             return None
-        more = Candidates(q, self.x, keys, self.end)  # merged in key order, the known ones' geometry kept
+        more = Candidates(q, self.shape, keys, self.end)  # merged in key order, the known ones' geometry kept
         order = np.argsort(np.concatenate([self.keys, keys]), kind="stable")
         fields = [np.concatenate([a, b])[order] for a, b in zip(self.geometry(), more.geometry())]
-        return Candidates(q, self.x, np.concatenate([self.keys, keys])[order], self.end, fields)
+        return Candidates(q, self.shape, np.concatenate([self.keys, keys])[order], self.end, fields)
 
     def geometry(self):
         return self.unit, self.length, self.height, self.off
 
-    def select(self, end, radius, known=()):
+    def select(self, shape, radius, known=()):
         """Indices of the candidates, not in known, over their triangle (within δ of its edges) at
-        the start or at end and within radius of its plane at end or passed to its other side: a
+        the start or at an end (_Shape) and within radius of its plane there or passed to its
+        other side: a
         plane says nothing of points beside the triangle (the same layer, brought near as a cloth
         compresses)."""
         left = np.ones(len(self.keys), bool)
         left[np.asarray(known, dtype=np.int64)] = False
         sel = np.flatnonzero(left)
-        delta, shape = self.query.distance, _Shape(end, self.query.tris)
+        delta = self.query.distance
         height1 = shape.height(self.p[sel], self.t[sel])
         near = (np.sign(self.height[sel]) != np.sign(height1)) | (np.abs(height1) <= radius)  # or crossed
         sel, height1 = sel[near], height1[near]
@@ -235,16 +229,16 @@ class SelfPlanes:
             jac[:, k] = (side / length)[:, None, None] * (proj @ skew)
         return jac
 
-    def friction(self, x, v, stiffness, scene, eps, linearized):
+    def friction(self, v, stiffness, scene, eps, linearized):
         """The lagged friction (core.contact.penalty.Friction) of the pairs in contact at the step's
-        start x: the vertex's slip against the triangle's centroid, tangent to n, under the normal
+        start: the vertex's slip against the triangle's centroid, tangent to n, under the normal
         force λ = −E′(dₛ), dₛ = n·rₛ − δ; None if there are none. Every pair the plane holds
         counts, those whose vertex only comes over the triangle within the step too (a layer
         sliding 2 cm a step over 2 cm triangles: half of what holds it up). The centroid's
         weights, like the plane's, are constant: a pair's friction is a function of the start
         through λ, n and the anchor rₛ alone, which the adjoint differentiates. (On a triangle a
         few millimetres across, the centroid's motion is the contact point's.)"""
-        r = x[self.p] - _centroids(x, self.cands.query.tris)[self.t]
+        r = self.x[self.p] - self.cands.shape.centroids[self.t]
         d = _dot(r, self.n) - scene.self_distance
         on = np.flatnonzero(d < 0)
         if not len(on):
@@ -279,17 +273,18 @@ class SelfPlanes:
 
     def depth(self, y):
         """d + δ per pair at positions y: the height over the start's plane."""
-        return _dot(y[self.p] - _centroids(y, self.cands.query.tris)[self.t], self.n)
+        return _dot(y[self.p] - centroids(y, self.cands.query.tris)[self.t], self.n)
 
     def grown(self, x, end):
         """These planes and those of the candidates within δ of their plane at end (a solve's
         result) or passed through it, forced flags kept; None if there are none."""
-        cands, old = self.cands.widened(end), self.chosen
+        stop = _Shape(end, self.cands.query.tris)
+        cands, old = self.cands.widened(stop), self.chosen
         if cands is None:
             cands = self.cands
         else:  # the chosen ones' indices among the widened candidates
             old = np.searchsorted(cands.keys, self.keys)
-        new = cands.select(end, cands.query.distance, old)
+        new = cands.select(stop, cands.query.distance, old)
         if not len(new):
             return None
         chosen = _unique(np.concatenate([old, new]))
@@ -304,7 +299,7 @@ class SelfContact:
     ∂n/∂xₛ, d, E′ and E″."""
 
     def __init__(self, planes, y, stiffness, distance, smoothing):
-        r = y[planes.p] - _centroids(y, planes.cands.query.tris)[planes.t]
+        r = y[planes.p] - centroids(y, planes.cands.query.tris)[planes.t]
         d = _dot(r, planes.n) - distance
         on = np.flatnonzero((d < 0) | planes.forced)
         self.stencil, self.triangle = np.column_stack([planes.p[on], planes.tri[on]]), planes.t[on]

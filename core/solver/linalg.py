@@ -180,12 +180,13 @@ class BlockSystem:
         """The sparse matrix (dofs × dofs, 3×3 blocks) of blocks (B,3,3) at free vertices (rows,
         cols) and their transposes at (cols, rows): couplings outside the pattern. Assembled by
         block, repeats summed (a scalar COO of the same was 3× slower to convert)."""
-        r, c = np.r_[rows, cols], np.r_[cols, rows]
-        key = r * self.nv + c
+        if not len(rows):
+            return sp.bsr_matrix((self.ndof, self.ndof), blocksize=(3, 3))
+        key = np.r_[rows, cols] * self.nv + np.r_[cols, rows]
         order = np.argsort(key, kind="stable")
         key, values = key[order], np.concatenate([blocks, blocks.transpose(0, 2, 1)])[order]
-        first = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if len(key) else np.zeros(0, np.int64)
-        summed = np.add.reduceat(values, first, axis=0) if len(key) else np.zeros((0, 3, 3))
+        first = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+        summed = np.add.reduceat(values, first, axis=0)
         rows_u, cols_u = np.divmod(key[first], self.nv)
         indptr = np.r_[0, np.cumsum(np.bincount(rows_u, minlength=self.nv))]
         return sp.bsr_matrix((summed, cols_u, indptr), shape=(self.ndof, self.ndof))
