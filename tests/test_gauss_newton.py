@@ -217,9 +217,8 @@ def test_a_keyframe_loss_adds_up_over_its_frames_and_simulate_shows_each_frame()
     assert sum(parts) == pytest.approx(loss(traj)) and parts[7] > 0 and parts[5] == 0.0
 
 
-def test_auto_goes_on_with_lbfgsb_where_gauss_newton_cannot_lift_resting_cloth():
-    """A cloth resting on a floor, a corner to be lifted: the linearization answers an upward force
-    with the floor's contact stiffness, so Gauss–Newton finds no step; "auto" goes on with L-BFGS-B."""
+def lift_a_corner():
+    """A cloth resting on a floor and a key 12 frames on that lifts one corner 4 cm."""
     verts, tris = dc.grid(10, 10, 0.3)
     verts[:, 2] = 0.005
     scene = dc.Scene(
@@ -227,11 +226,41 @@ def test_auto_goes_on_with_lbfgsb_where_gauss_newton_cannot_lift_resting_cloth()
     )
     base = dc.simulate(scene)
     lift = 0.04 * np.clip((base.x[12][:, 0] + base.x[12][:, 1] - 0.06) / 0.15, 0, 1)
-    loss = dc.KeyframeLoss({12: base.x[12] + lift[:, None] * [0.0, 0.0, 1.0]})
+    return scene, base, dc.KeyframeLoss({12: base.x[12] + lift[:, None] * [0.0, 0.0, 1.0]})
+
+
+def test_auto_starts_again_from_the_keys_where_gauss_newton_cannot_lift_resting_cloth():
+    """The linearization answers an upward force on resting cloth with the floor's contact
+    stiffness, so Gauss–Newton finds no step; "auto" starts it again from the keys (the corner in
+    free flight to its key), and where no start from the keys exists (a uniform wind) goes on
+    with L-BFGS-B."""
+    scene, base, loss = lift_a_corner()
     controls = [dc.KeyedForces(every=0.25, magnitude=dc.weight_for_distance(1.5e-4), move_pins=False)]
     alone = dc.optimize(scene, loss, controls, max_iter=12, method="gauss-newton", guess=base.step_x)
     auto = dc.optimize(scene, loss, controls, max_iter=12, guess=base.step_x)
     start = loss.distances(base.x)[12][0]
     assert alone.reason.startswith("no further progress") and alone.loss > 0.5 * alone.initial_loss
-    assert auto.method == "gauss-newton, then l-bfgs-b"
-    assert loss.distances(auto.trajectory.x)[12][0] < 0.6 * start, (start, loss.distances(auto.trajectory.x))
+    assert auto.method == "gauss-newton, again from the keys"
+    assert loss.distances(auto.trajectory.x)[12][0] < 0.3 * start, (start, loss.distances(auto.trajectory.x))
+    wind = dc.optimize(scene, loss, [dc.Wind(1e-3)], max_iter=12, guess=base.step_x)
+    assert wind.method == "gauss-newton, then l-bfgs-b" and wind.loss <= wind.initial_loss
+
+
+@pytest.mark.parametrize("param", [dc.KeyedForces(every=0.25, move_pins=False), dc.ControlForces()])
+def test_the_start_from_the_keys_flies_the_vertices_the_keys_take_off_to_them(param):
+    scene, base, loss = lift_a_corner()
+    design = Design(scene, [param])
+    theta = design.from_keys(loss, base.x)
+    accel = design.fields(theta)["forces"] / scene.cloth.masses[:, None]
+    key = loss.targets[12]
+    far = np.linalg.norm(key - base.x[12], axis=1) > 0.005
+    assert 0 < far.sum() < scene.cloth.n
+    assert (accel[:, ~far] == 0).all()
+    # implicit Euler in free flight from rest at x0: x_12 = x0 + dt²·Σ_j (12 − j)·(g + a_j)
+    weights = scene.dt**2 * (12 - np.arange(12))
+    flown = scene.x0 + np.einsum("j,jni->ni", weights, accel + scene.gravity)
+    assert np.abs(flown[far] - key[far]).max() < 1e-6
+    assert Design(scene, [param]).from_keys(dc.KeyframeLoss({12: base.x[12]}), base.x) is None
+    unweighed = dc.KeyframeLoss(loss.targets, vertex_weights=(~far).astype(float))  # the far ones weigh nothing
+    assert Design(scene, [param]).from_keys(unweighed, base.x) is None
+    assert Design(scene, [dc.Wind()]).from_keys(loss, base.x) is None

@@ -182,7 +182,9 @@ def optimize(
     as KeyframeLoss, a few simulations per iteration; it does not honour bounds, and refuses
     parameters that have them), "l-bfgs-b" (scipy's, honouring every Param's bounds), or "auto":
     Gauss–Newton for a sum-of-squares loss (KeyframeLoss, EmbeddedLoss) when no parameter has
-    bounds, going on with L-BFGS-B should it stall before halving the loss; else L-BFGS-B.
+    bounds — should it stall before halving the loss, again from a start taken from the keys
+    (Param.from_keys: control forces that fly the vertices the keys take off to them), then with
+    L-BFGS-B from the best design should it stall again; else L-BFGS-B.
     callback(info) receives a dict per iteration (as in history, plus "params"); returning True
     stops the run. A trial whose simulation diverges counts as a failed step (L-BFGS-B: a very
     large loss, so the line search backs off); the best design seen is always what is returned.
@@ -211,6 +213,7 @@ def optimize(
             # a start that does not simulate raises SimulationError here
             point = gauss_newton.Linearized(design, loss, design.theta0, guess)
             run = _Run(design, loss, callback, clock, point.value, point.traj, within)
+            motion = point.traj.x
         else:
             f = Objective(design, loss)
             initial_loss, grad0 = f(design.theta0, guess)
@@ -229,9 +232,16 @@ def optimize(
                 if automatic and method == "gauss-newton" and _stalled(run, reason, max_iter):
                     # its model of the loss is wrong here: cloth resting on a collider answers an
                     # upward force, in the linearization, with the contact's stiffness, ~1/(1 + h²κ)
-                    # of what lifting it really does (a corner of a cloth on a floor lifted 5 cm:
-                    # Gauss–Newton no step; L-BFGS-B 8.8 → 3.6 mm in 20 iterations)
-                    method = "gauss-newton, then l-bfgs-b"
+                    # of what lifting it really does. Gauss–Newton again from a start taken from
+                    # the keys, where the cloth is off the collider; the best design is kept.
+                    start = design.from_keys(loss, motion)
+                    if start is not None:
+                        method = "gauss-newton, again from the keys"
+                        reason = _again(design, loss, start, run, max_iter, gtol, rtol)
+                if automatic and method.startswith("gauss-newton") and _stalled(run, reason, max_iter):
+                    # still (a corner of a cloth on a floor lifted 5 cm: Gauss–Newton no step;
+                    # L-BFGS-B 8.8 → 3.6 mm in 20 iterations)
+                    method += ", then l-bfgs-b"
                     f = Objective(design, loss)
                     value, grad = f(run.theta, run.traj.step_x)
                     reason = _lbfgsb(design, f, run, grad, max_iter, gtol, ftol)
@@ -244,10 +254,21 @@ def optimize(
 
 def _stalled(run, reason, max_iter):
     """Whether Gauss–Newton stopped on its own (converged, or no further progress) with iterations
-    left, having lowered the loss by less than half: then "auto" goes on with L-BFGS-B from the
-    best design."""
+    left, having lowered the loss by less than half: then "auto" starts it again from the keys,
+    or goes on with L-BFGS-B from the best design."""
     own = reason == "converged" or reason.startswith("no further progress")
     return own and len(run.history) < max_iter and run.loss > 0.5 * run.initial_loss
+
+
+def _again(design, loss, start, run, max_iter, gtol, rtol):
+    """Gauss–Newton from θ = start (simulated from scratch), keeping run's best; why it stopped
+    ("no further progress" if start does not simulate)."""
+    try:
+        point = gauss_newton.Linearized(design, loss, start)
+    except SimulationError:
+        return "no further progress: the start from the keys does not simulate"
+    run.improved(point.theta, point.value, point.traj)
+    return gauss_newton.minimize(design, loss, point, run, max_iter, gtol, rtol)
 
 
 def _lbfgsb(design, f, run, grad0, max_iter, gtol, ftol):

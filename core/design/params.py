@@ -7,6 +7,13 @@ that their scale and regularization mean the same at every mesh resolution.
 
 import numpy as np
 
+# optimize's "auto" starts Gauss–Newton again from the keys (Acceleration.from_keys) for the
+# vertices they take more than this far off the motion it started from
+FROM_KEYS_OFF = 0.005
+# the fit's ridge, relative to its Gram matrix's mean diagonal: nearly the least accelerations
+# that meet the keys (they leave the keys' accelerations between them undetermined)
+FROM_KEYS_RIDGE = 1e-6
+
 
 class Param:
     name = "param"
@@ -46,6 +53,10 @@ class Param:
         default serves parameterizations linear in θ, whose direction is what apply makes of
         dtheta."""
         self.apply(dtheta, tangent, scene)
+
+    def from_keys(self, theta, scene, loss, motion):
+        """A start taken from the loss's keys instead of theta, or None (see Acceleration)."""
+        return None
 
 
 class GlobalStiffness(Param):
@@ -302,6 +313,54 @@ class Acceleration(Param):
         # a quadratic form without linear part: ∇R(δθ) = ∇²R·δθ
         return self.regularizer(dtheta, scene)[1]
 
+    def _basis(self, scene):
+        """(frames, θ's entries per vertex and axis): each frame's acceleration from θ's, or None
+        where θ is not per vertex."""
+        return None
+
+    @staticmethod
+    def _integration(scene):
+        """(frames+1, frames) D with offset_f = Σ_j D_fj·a_j: from rest, p_{f+1} − 2p_f + p_{f−1}
+        = dt²·a_f, i.e. D_fj = dt²·(f − j) for j < f."""
+        f = np.arange(scene.steps + 1)[:, None] - np.arange(scene.steps)[None, :]
+        return scene.dt**2 * np.maximum(f, 0).astype(np.float64)
+
+    def from_keys(self, theta, scene, loss, motion):
+        """theta with the vertices the position keys take more than FROM_KEYS_OFF off `motion`
+        (frames+1, n, 3: the cloth's motion at theta) given the accelerations that would carry
+        them there in free flight from the start, gravity compensated (least squares, nearly the
+        least that meet the keys): what held them in that motion, a floor under a corner to be
+        lifted, does not where the keys take them, and the linearization of resting contact
+        gives no hint of the way up. The pins and the other vertices keep theta. None where
+        nothing is far off, or θ or the loss has nothing per vertex."""
+        basis, targets = self._basis(scene), getattr(loss, "targets", None) or {}
+        frames = sorted(f for f in targets if 0 < f <= scene.steps)
+        if basis is None or not frames:
+            return None
+        keys = np.stack([targets[f] for f in frames])
+        if keys.shape[1] != scene.cloth.n:  # keys on another mesh (an embedded render mesh)
+            return None
+        off = np.linalg.norm(keys - motion[frames], axis=2) > FROM_KEYS_OFF
+        weights = getattr(loss, "vertex_weights", None)
+        for row, frame in zip(off, frames):  # a vertex the loss does not weigh at a key is not off it
+            weight = weights.get(frame) if isinstance(weights, dict) else weights
+            if weight is not None:
+                row &= np.asarray(weight) > 0
+        far = off.any(axis=0)
+        far[scene.cloth.pinned] = False
+        if not far.any():
+            return None
+        drop = self._integration(scene)[frames]
+        steps = np.asarray(frames, np.float64)[:, None, None] * scene.dt
+        drift = scene.x0[None, far] + steps * np.broadcast_to(scene.v0, scene.x0.shape)[None, far]
+        drift = drift + drop.sum(axis=1)[:, None, None] * scene.gravity
+        fit = drop @ basis
+        gram = fit.T @ fit
+        gram += FROM_KEYS_RIDGE * np.trace(gram) / len(gram) * np.eye(len(gram))
+        out = self._shape(theta.copy(), scene)
+        out[:, far] = np.einsum("kl,ml,mni->kni", np.linalg.inv(gram), fit, keys[:, far] - drift)
+        return out.ravel()
+
 
 class ControlForces(Acceleration):
     """A control acceleration per frame and vertex (force = vertex mass × θ)."""
@@ -310,6 +369,9 @@ class ControlForces(Acceleration):
 
     def _shape(self, theta, scene):
         return theta.reshape(scene.steps, scene.cloth.n, 3)
+
+    def _basis(self, scene):
+        return np.eye(scene.steps)
 
     def initial(self, scene):
         return np.zeros(scene.steps * scene.cloth.n * 3)
@@ -387,12 +449,8 @@ class KeyedForces(Acceleration):
             raise ValueError(f"{self.name}: move_pins names vertices that are not pinned: {stray[:5].tolist()}")
         return np.flatnonzero(np.isin(pinned, want))
 
-    @staticmethod
-    def _integration(scene):
-        """(frames+1, frames) D with offset_f = Σ_j D_fj·a_j: from rest, p_{f+1} − 2p_f + p_{f−1}
-        = dt²·a_f, i.e. D_fj = dt²·(f − j) for j < f."""
-        f = np.arange(scene.steps + 1)[:, None] - np.arange(scene.steps)[None, :]
-        return scene.dt**2 * np.maximum(f, 0).astype(np.float64)
+    def _basis(self, scene):
+        return self.weights(scene)
 
     def key_times(self, scene):
         duration = scene.steps * scene.dt
@@ -608,6 +666,18 @@ class Design:
         for p, sl in zip(self.params, self.slices):
             p.jvp(theta[sl], dtheta[sl], design, tangent, self.base)
         return tangent
+
+    def from_keys(self, loss, motion):
+        """θ0 with the first parameterization that has a start from the loss's keys given it
+        (Param.from_keys; motion: the cloth's at θ0; a second would push the same way again),
+        or None if none has."""
+        for p, sl in zip(self.params, self.slices):
+            start = p.from_keys(self.theta0[sl], self.base, loss, motion)
+            if start is not None:
+                theta = self.theta0.copy()
+                theta[sl] = start
+                return theta
+        return None
 
     def describe(self, theta):
         out = {}
