@@ -22,11 +22,12 @@ Within; default: run until the optimizer stops). --poses: "whole" edits the copi
 add-on's Move Pins, on by default, lets the control move those pins too), "pins-kept" the same edits faded out within 0.3 m of the pins, as an artist keeps
 them in place with proportional editing. --fixed-pins turns Move Pins off. --cape: the cape sample
 scene through the add-on (a mesh collider, Collision physics), its hem posed at two keys: flared
-out behind the body, and swung along its side.
+out behind the body, and swung along its side. --fold [SIDE ...]: a cloth on a floor with Self
+Collisions through the add-on, a corner stood up and then laid over the rest (16×16 and 24×24).
 
     .envs/py313-bpy5.2/bin/python benchmarks/artist_match.py [--sizes 32 64] [--max-iter 100] [--no-addon]
         [--methods auto l-bfgs-b] [--magnitude 1e-6] [--smoothness 1e-4] [--every 0.25] [--poses whole pins-kept]
-        [--fixed-pins] [--within 10] [--cape]
+        [--fixed-pins] [--within 10] [--cape] [--fold [16 24]]
 """
 
 import argparse
@@ -406,7 +407,11 @@ def main():
     ap.add_argument("--preview-poses", action="store_true", help="core cases: the keys posed on the linearized preview")
     ap.add_argument("--cape", action="store_true", help="the add-on case on the cape sample scene (a mesh collider)")
     ap.add_argument(
-        "--fold", action="store_true", help="the add-on case of a cloth folding over itself (Self Collisions)"
+        "--fold",
+        type=int,
+        nargs="*",
+        metavar="SIDE",
+        help="the add-on case of a cloth folding over itself (Self Collisions), side×side (default 16 and 24)",
     )
     args = ap.parse_args()
     global SPRINGS, PREVIEW_POSES
@@ -429,8 +434,9 @@ def main():
     if args.cape:
         for pose in CAPE_POSES:
             print(json.dumps(cape_case(pose, args.max_iter, within)), flush=True)
-    if args.fold:
-        print(json.dumps(fold_case(args.max_iter, within)), flush=True)
+    if args.fold is not None:
+        for side in args.fold or [16, 24]:
+            print(json.dumps(fold_case(args.max_iter, within, side)), flush=True)
 
 
 if __name__ == "__main__":
