@@ -5,7 +5,9 @@ import gc
 import numpy as np
 
 import core as dc
+from core.solver import linalg
 from core.solver.integrator import Model
+from core.solver.linalg import Coupled
 
 
 def system_and_matrices(n=8):
@@ -46,3 +48,36 @@ def test_a_matrix_that_fails_to_factor_gives_its_buffer_back():
     kept = system.factor(a)
     rhs = np.ones(system.ndof)
     assert np.allclose(kept.solve(rhs), exact(system, a, rhs), rtol=1e-3)
+
+
+def coupled(system, data, far=5.0):
+    """data with springs of stiffness `far` between vertices far apart in the mesh (as
+    self-contact pairs couple them), beside the pattern."""
+    rows = np.arange(system.nv // 4)
+    cols = system.nv - 1 - rows
+    more = np.zeros_like(data)
+    system.add_diagonal(more, np.r_[rows, cols], np.tile(far * np.eye(3), (2 * len(rows), 1, 1)))
+    return Coupled(data + more, system.coupling(rows, cols, np.tile(-far * np.eye(3), (len(rows), 1, 1))))
+
+
+def test_a_small_coupled_matrix_is_factored_banded_in_its_own_order_and_solves_exactly():
+    system, (a, _, _) = system_and_matrices()
+    data = coupled(system, a)
+    rhs = np.random.default_rng(2).normal(size=system.ndof)
+    factor = data.factor(system)
+    assert factor.positive_definite and factor.exact
+    assert not hasattr(factor.solve, "__self__")  # LAPACK's band, not a SuperLU object's method
+    want = np.linalg.solve(system.matrix(data).toarray(), rhs)
+    assert np.allclose(factor.solve(rhs), want, rtol=1e-10, atol=1e-12 * np.abs(want).max())
+    # where it is not positive definite: SuperLU's LU, which still solves it
+    negative = Coupled(-data.data, -data.extra).factor(system)
+    assert not negative.positive_definite
+    assert np.allclose(negative.solve(rhs), -want, rtol=1e-8, atol=1e-10 * np.abs(want).max())
+    # a band too wide for its size: SuperLU's
+    wide, limit = system.coupled_factor, linalg.COUPLED_BANDED_LIMIT
+    try:
+        linalg.COUPLED_BANDED_LIMIT = 0
+        sparse = wide(system.matrix(data))
+    finally:
+        linalg.COUPLED_BANDED_LIMIT = limit
+    assert hasattr(sparse.solve, "__self__") and np.allclose(sparse.solve(rhs), want, rtol=1e-10, atol=1e-12)
