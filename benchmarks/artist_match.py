@@ -23,11 +23,11 @@ add-on's Move Pins, on by default, lets the control move those pins too), "pins-
 them in place with proportional editing. --fixed-pins turns Move Pins off. --cape: the cape sample
 scene through the add-on (a mesh collider, Collision physics), its hem posed at two keys: flared
 out behind the body, and swung along its side. --fold [SIDE ...]: a cloth on a floor with Self
-Collisions through the add-on, a corner stood up and then laid over the rest (16×16 and 24×24).
+Collisions through the add-on, a corner stood up and then laid over the rest (16×16, 24×24, 32×32).
 
     .envs/py313-bpy5.2/bin/python benchmarks/artist_match.py [--sizes 32 64] [--max-iter 100] [--no-addon]
         [--methods auto l-bfgs-b] [--magnitude 1e-6] [--smoothness 1e-4] [--every 0.25] [--poses whole pins-kept]
-        [--fixed-pins] [--within 10] [--cape] [--fold [16 24]]
+        [--fixed-pins] [--within 10] [--cape] [--fold [16 24 32]]
 """
 
 import argparse
@@ -411,7 +411,7 @@ def main():
         type=int,
         nargs="*",
         metavar="SIDE",
-        help="the add-on case of a cloth folding over itself (Self Collisions), side×side (default 16 and 24)",
+        help="the add-on case of a cloth folding over itself (Self Collisions), side×side (default 16, 24, 32)",
     )
     args = ap.parse_args()
     global SPRINGS, PREVIEW_POSES
@@ -435,7 +435,7 @@ def main():
         for pose in CAPE_POSES:
             print(json.dumps(cape_case(pose, args.max_iter, within)), flush=True)
     if args.fold is not None:
-        for side in args.fold or [16, 24]:
+        for side in args.fold or [16, 24, 32]:
             print(json.dumps(fold_case(args.max_iter, within, side)), flush=True)
 
 

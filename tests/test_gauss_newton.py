@@ -264,3 +264,10 @@ def test_the_start_from_the_keys_flies_the_vertices_the_keys_take_off_to_them(pa
     unweighed = dc.KeyframeLoss(loss.targets, vertex_weights=(~far).astype(float))  # the far ones weigh nothing
     assert Design(scene, [param]).from_keys(unweighed, base.x) is None
     assert Design(scene, [dc.Wind()]).from_keys(loss, base.x) is None
+    # a design whose motion falls 2 cm short of the keys there is corrected by the flight between
+    short = base.x.copy()
+    short[12, far] = key[far] - [0.0, 0.0, 0.02]
+    again = design.fields(design.from_keys(loss, short, theta))["forces"] / scene.cloth.masses[:, None]
+    assert (again[:, ~far] == 0).all()
+    lifted = np.einsum("j,jni->ni", weights, again - accel)
+    assert np.abs(lifted[far] - [0.0, 0.0, 0.02]).max() < 1e-6

@@ -238,6 +238,14 @@ def optimize(
                     if start is not None:
                         method = "gauss-newton, again from the keys"
                         reason = _again(design, loss, start, run, max_iter, gtol, rtol)
+                        for _ in range(FROM_KEYS_ROUNDS):  # corrected from the best design's motion
+                            before = run.loss
+                            start = design.from_keys(loss, run.traj.x, run.theta)
+                            if start is None or len(run.history) >= max_iter:
+                                break
+                            reason = _again(design, loss, start, run, max_iter, gtol, rtol)
+                            if run.loss > before * (1 - rtol):
+                                break
                 if automatic and method.startswith("gauss-newton") and _stalled(run, reason, max_iter):
                     # still (a corner of a cloth on a floor lifted 5 cm: Gauss–Newton no step;
                     # L-BFGS-B 8.8 → 3.6 mm in 20 iterations)
@@ -258,6 +266,12 @@ def _stalled(run, reason, max_iter):
     or goes on with L-BFGS-B from the best design."""
     own = reason == "converged" or reason.startswith("no further progress")
     return own and len(run.history) < max_iter and run.loss > 0.5 * run.initial_loss
+
+
+# where Gauss–Newton from the keys stops, the most times it starts again from the best design
+# corrected by what is left between its motion and the keys (a folding 24×24 cloth: 11.4 → 6.9 mm
+# at the second key in one such round)
+FROM_KEYS_ROUNDS = 3
 
 
 def _again(design, loss, start, run, max_iter, gtol, rtol):

@@ -54,7 +54,7 @@ class Param:
         dtheta."""
         self.apply(dtheta, tangent, scene)
 
-    def from_keys(self, theta, scene, loss, motion):
+    def from_keys(self, theta, scene, loss, motion, lifted=True):
         """A start taken from the loss's keys instead of theta, or None (see Acceleration)."""
         return None
 
@@ -325,14 +325,15 @@ class Acceleration(Param):
         f = np.arange(scene.steps + 1)[:, None] - np.arange(scene.steps)[None, :]
         return scene.dt**2 * np.maximum(f, 0).astype(np.float64)
 
-    def from_keys(self, theta, scene, loss, motion):
+    def from_keys(self, theta, scene, loss, motion, lifted=True):
         """theta with the vertices the position keys take more than FROM_KEYS_OFF off `motion`
         (frames+1, n, 3: the cloth's motion at theta) given the accelerations that would carry
-        them there in free flight from the start, gravity compensated (least squares, nearly the
-        least that meet the keys): what held them in that motion, a floor under a corner to be
-        lifted, does not where the keys take them, and the linearization of resting contact
-        gives no hint of the way up. The pins and the other vertices keep theta. None where
-        nothing is far off, or θ or the loss has nothing per vertex."""
+        them there in free flight (least squares, nearly the least that meet the keys): lifted,
+        from the start with gravity compensated — what held them in that motion, a floor under a
+        corner to be lifted, does not where the keys take them, and the linearization of resting
+        contact gives no hint of the way up; else theta's corrected by the flight from motion to
+        the keys (a design that already lifts them). The pins and the other vertices keep
+        theta. None where nothing is far off, or θ or the loss has nothing per vertex."""
         basis, targets = self._basis(scene), getattr(loss, "targets", None) or {}
         frames = sorted(f for f in targets if 0 < f <= scene.steps)
         if basis is None or not frames:
@@ -351,14 +352,17 @@ class Acceleration(Param):
         if not far.any():
             return None
         drop = self._integration(scene)[frames]
-        steps = np.asarray(frames, np.float64)[:, None, None] * scene.dt
-        drift = scene.x0[None, far] + steps * np.broadcast_to(scene.v0, scene.x0.shape)[None, far]
-        drift = drift + drop.sum(axis=1)[:, None, None] * scene.gravity
         fit = drop @ basis
         gram = fit.T @ fit
         gram += FROM_KEYS_RIDGE * np.trace(gram) / len(gram) * np.eye(len(gram))
         out = self._shape(theta.copy(), scene)
-        out[:, far] = np.einsum("kl,ml,mni->kni", np.linalg.inv(gram), fit, keys[:, far] - drift)
+        if lifted:
+            steps = np.asarray(frames, np.float64)[:, None, None] * scene.dt
+            drift = scene.x0[None, far] + steps * np.broadcast_to(scene.v0, scene.x0.shape)[None, far]
+            drift = drift + drop.sum(axis=1)[:, None, None] * scene.gravity
+            out[:, far] = np.einsum("kl,ml,mni->kni", np.linalg.inv(gram), fit, keys[:, far] - drift)
+        else:
+            out[:, far] += np.einsum("kl,ml,mni->kni", np.linalg.inv(gram), fit, keys[:, far] - motion[frames][:, far])
         return out.ravel()
 
 
@@ -667,16 +671,19 @@ class Design:
             p.jvp(theta[sl], dtheta[sl], design, tangent, self.base)
         return tangent
 
-    def from_keys(self, loss, motion):
+    def from_keys(self, loss, motion, theta=None):
         """θ0 with the first parameterization that has a start from the loss's keys given it
-        (Param.from_keys; motion: the cloth's at θ0; a second would push the same way again),
-        or None if none has."""
+        (Param.from_keys, lifted; motion: the cloth's at θ0; a second would push the same way
+        again), or, given theta (whose motion it is), theta corrected toward the keys; None if
+        none has."""
+        lifted = theta is None
+        theta = self.theta0 if theta is None else theta
         for p, sl in zip(self.params, self.slices):
-            start = p.from_keys(self.theta0[sl], self.base, loss, motion)
+            start = p.from_keys(theta[sl], self.base, loss, motion, lifted)
             if start is not None:
-                theta = self.theta0.copy()
-                theta[sl] = start
-                return theta
+                out = theta.copy()
+                out[sl] = start
+                return out
         return None
 
     def describe(self, theta):
