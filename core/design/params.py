@@ -356,13 +356,14 @@ class Acceleration(Param):
         gram = fit.T @ fit
         gram += FROM_KEYS_RIDGE * np.trace(gram) / len(gram) * np.eye(len(gram))
         out = self._shape(theta.copy(), scene)
-        if lifted:
+        if lifted:  # from the start in free fall, theta's own accelerations dropped
             steps = np.asarray(frames, np.float64)[:, None, None] * scene.dt
-            drift = scene.x0[None, far] + steps * np.broadcast_to(scene.v0, scene.x0.shape)[None, far]
-            drift = drift + drop.sum(axis=1)[:, None, None] * scene.gravity
-            out[:, far] = np.einsum("kl,ml,mni->kni", np.linalg.inv(gram), fit, keys[:, far] - drift)
+            flight = scene.x0[None, far] + steps * np.broadcast_to(scene.v0, scene.x0.shape)[None, far]
+            flight = flight + drop.sum(axis=1)[:, None, None] * scene.gravity
+            out[:, far] = 0.0
         else:
-            out[:, far] += np.einsum("kl,ml,mni->kni", np.linalg.inv(gram), fit, keys[:, far] - motion[frames][:, far])
+            flight = motion[frames][:, far]
+        out[:, far] += np.einsum("kl,ml,mni->kni", np.linalg.inv(gram), fit, keys[:, far] - flight)
         return out.ravel()
 
 
