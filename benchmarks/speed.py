@@ -17,10 +17,13 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "scripts"))
 sys.path.insert(0, HERE)
-import core as dc  # noqa: E402
-from core.solver.integrator import Model  # noqa: E402
+from dev_extension import load_extension  # noqa: E402
+
+load_extension()
+import diffcloth.core as dc  # noqa: E402
+from diffcloth.core.solver.integrator import Model  # noqa: E402
 
 
 def scene(n, sphere):

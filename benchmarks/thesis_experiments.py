@@ -15,8 +15,11 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import core as dc  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts"))
+from dev_extension import load_extension  # noqa: E402
+
+load_extension()
+import diffcloth.core as dc  # noqa: E402
 
 N = 20
 PINS = [(N - 1) * N, N * N - 1]

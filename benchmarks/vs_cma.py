@@ -45,11 +45,10 @@ from types import ModuleType
 import numpy as np
 
 HERE = pathlib.Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
-import thesis_experiments as te  # noqa: E402
+import thesis_experiments as te  # noqa: E402  (it loads the repository as the package diffcloth)
 
-import core  # noqa: E402
+from diffcloth import core  # noqa: E402
 
 GRADIENT_METHODS = (("auto", "Gauss–Newton (default)"), ("l-bfgs-b", "L-BFGS-B"))
 CMA_LABEL = "CMA-ES"

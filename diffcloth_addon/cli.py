@@ -1,9 +1,11 @@
 """Headless batch commands: blender -b scene.blend -c diffcloth optimize [options], and
 blender -b -c diffcloth summary REPORT_OR_FOLDER... [--output summary.md|.csv|.json].
 
-Exit codes: 0 success, 1 the job failed (one line on stderr says why), 2 bad arguments.
-Outputs are written to temporary files and renamed into place only when everything succeeded,
-so a failed run leaves no partial files behind; its --report alone is written, with the error.
+Exit codes: 0 success, 1 the job failed (one line on stderr says why), 2 bad arguments, 3 optimized
+and saved but the --preview picture could not be drawn (one line on stderr says why; the .blend and
+the report are written, the report names the failure). Outputs are written to temporary files and
+renamed into place only when all of them exist, so a failed run leaves no partial files behind; its
+--report alone is written, with the error.
 summary merges such reports (one per shot, e.g. from a Flamenco job: flamenco/) into one table;
 its exit code is 0 only if every shot succeeded.
 """
@@ -83,6 +85,10 @@ class JobError(Exception):
     pass
 
 
+# optimize's exit code when everything but the --preview picture was written
+PREVIEW_FAILED = 3
+
+
 def _writable(path, what):
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
@@ -140,21 +146,13 @@ def optimize(args):
         tmp = output + ".diffcloth-tmp.blend"
         bpy.ops.wm.save_as_mainfile(filepath=tmp, copy=True)
         pending.append((tmp, output))
-        if args.preview:
-            shown = convert.render_positions(setup, result.trajectory.x)  # the cloth, not its proxy
-            frames = sorted(setup.loss.targets)
-            preview.write(
-                args.preview + ".tmp",
-                [(f + setup.start, f, setup.loss.targets[f], shown[f]) for f in frames],
-                setup.render_tris,
-                setup.scene.colliders,
-                [result.initial_loss] + [h["loss"] for h in result.history],
-            )
+        preview_error = args.preview and _draw_preview(args.preview + ".tmp", setup, result)
+        if args.preview and not preview_error:
             pending.append((args.preview + ".tmp", args.preview))
         t_write = time.perf_counter()
         if args.report:
             report = {
-                "exit_code": 0,
+                "exit_code": PREVIEW_FAILED if preview_error else 0,
                 "blend": bpy.data.filepath,
                 "output": os.path.abspath(output),
                 "cloth": setup.cloth_obj.name,
@@ -178,6 +176,7 @@ def optimize(args):
                 },
                 "max_control_g": result.scene.max_control_acceleration() / operators.G,
                 "history": result.history,
+                **({"preview_error": preview_error} if preview_error else {}),
                 "timings_s": {
                     "read_scene": t_gather - t0,
                     "optimize": t_opt - t_gather,
@@ -195,7 +194,30 @@ def optimize(args):
             if os.path.exists(tmp_path):
                 os.remove(tmp_path)
         raise JobError(f"cannot write outputs: {err}") from None
+    if preview_error:
+        print(f"diffcloth: error: {preview_error} (the optimized .blend and the report are saved)", file=sys.stderr)
+        return PREVIEW_FAILED
     return 0
+
+
+def _draw_preview(path, setup, result):
+    """Write the preview PNG at path; None, or what went wrong: a picture that cannot be drawn must
+    not cost the optimization, whose .blend and report are saved all the same."""
+    try:
+        shown = convert.render_positions(setup, result.trajectory.x)  # the cloth, not its proxy
+        frames = sorted(setup.loss.targets)
+        preview.write(
+            path,
+            [(f + setup.start, f, setup.loss.targets[f], shown[f]) for f in frames],
+            setup.render_tris,
+            setup.scene.colliders,
+            [result.initial_loss] + [h["loss"] for h in result.history],
+        )
+    except Exception as err:  # anything Blender's renderer or the image writer raises
+        if os.path.exists(path):
+            os.remove(path)
+        return f"the preview could not be drawn: {type(err).__name__}: {err}"
+    return None
 
 
 def _shot(path):
@@ -220,14 +242,15 @@ def _shot(path):
         if code is None:
             raise ValueError("not a DiffCloth report")
         row.update(exit_code=code, time_s=report.get("timings_s", {}).get("total"))
-        if code != 0:
+        if code not in (0, PREVIEW_FAILED):
             return {**row, "status": f"failed: {report.get('error', 'no error given')}"}
         keys = {int(f): (d["mean_after"], d["largest_after"]) for f, d in report["keyframes_mm"].items()}
+        missing = f"; {report['preview_error']}" if code == PREVIEW_FAILED else ""
         return {
             **row,
             "keys_mm": {f: keys[f] for f in sorted(keys)},
             "iterations": report["iterations"],
-            "status": f"ok: {operators.reason_text(report['reason'])}",
+            "status": f"ok: {operators.reason_text(report['reason'])}{missing}",
         }
     except FileNotFoundError:
         return row

@@ -666,6 +666,7 @@ def gather(context, cloth_name=None, need_targets=True, use_active=True):
     common = dict(
         steps=end - start,
         dt=frame_time(scene),
+        gravity=scene_gravity(scene, cs),
         substeps=cs.substeps,
         colliders=built,
         contact_stiffness=cs.contact_stiffness,
@@ -712,6 +713,12 @@ def gather(context, cloth_name=None, need_targets=True, use_active=True):
         n_render=n_render,
         refine=refine,
     )
+
+
+def scene_gravity(scene, cs):
+    """The gravity acting on the cloth, as Blender's Cloth takes it: the scene's (Scene › Gravity, a
+    vector; none while unticked) times the cloth's Field Weights › Gravity."""
+    return np.array(scene.gravity) * cs.gravity_weight if scene.use_gravity else np.zeros(3)
 
 
 def _pin_path(path, pins):

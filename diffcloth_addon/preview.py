@@ -120,25 +120,9 @@ def _restore(saved):
 
 
 def _collider_meshes(stage, colliders, frame, offset, reach, centre):
-    for col in colliders:
-        if hasattr(col, "radius"):
-            c, radius = col.at(frame)
-            u, v = np.meshgrid(np.linspace(0, np.pi, 17), np.linspace(0, 2 * np.pi, 33), indexing="ij")
-            pts = np.stack([np.sin(u) * np.cos(v), np.sin(u) * np.sin(v), np.cos(u)], -1).reshape(-1, 3)
-            faces = [
-                (i * 33 + j, i * 33 + j + 1, (i + 1) * 33 + j + 1, (i + 1) * 33 + j)
-                for i in range(16)
-                for j in range(32)
-            ]
-            stage.mesh("sphere", c + radius * pts + offset, faces, COLLIDER)
-        else:
-            p, n = col.at(frame)
-            a = np.cross(n, [1.0, 0, 0] if abs(n[0]) < 0.9 else [0, 1.0, 0])
-            a /= np.linalg.norm(a)
-            b = np.cross(n, a)
-            mid = centre - np.dot(centre - p, n) * n
-            quad = [mid + reach * (s * a + t * b) for s, t in ((-1, -1), (1, -1), (1, 1), (-1, 1))]
-            stage.mesh("plane", np.array(quad) + offset, [(0, 1, 2, 3)], COLLIDER)
+    for col in colliders:  # spheres, planes and Collision-physics meshes alike
+        verts, faces = col.surface(frame, centre, reach)
+        stage.mesh("collider", verts + offset, faces, COLLIDER)
 
 
 def _keyframes(path, keyframes, tris, colliders):

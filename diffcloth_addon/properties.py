@@ -134,6 +134,16 @@ class DiffClothObjectSettings(bpy.types.PropertyGroup):
         name="Pin Group",
         description="Vertex group of pinned vertices: they follow the object's animation instead of the simulation",
     )
+    gravity_weight: FloatProperty(
+        name="Gravity",
+        description="How much of the scene's gravity (Scene › Gravity) acts on the cloth, as Blender's "
+        "Cloth › Field Weights › Gravity",
+        default=1.0,
+        min=-200.0,
+        max=200.0,
+        soft_min=0.0,
+        soft_max=1.0,
+    )
     substeps: IntProperty(name="Substeps", description="Implicit Euler steps per frame", default=1, min=1, max=64)
     contact_stiffness: FloatProperty(
         name="Contact Stiffness",

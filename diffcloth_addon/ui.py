@@ -121,6 +121,18 @@ class DIFFCLOTH_PT_cloth_shape(_RolePanel):
         layout.prop_search(context.object.diffcloth, "pin_group", context.object, "vertex_groups")
 
 
+class DIFFCLOTH_PT_cloth_field_weights(_RolePanel):
+    bl_label = "Field Weights"
+    role = "CLOTH"
+    bl_options = {"DEFAULT_CLOSED"}
+
+    def draw(self, context):
+        layout = _split(self.layout)
+        layout.prop(context.object.diffcloth, "gravity_weight")
+        if not context.scene.use_gravity:
+            layout.label(text="Scene › Gravity is off", icon="INFO")
+
+
 class DIFFCLOTH_PT_cloth_proxy(_RolePanel):
     bl_label = "Simulation Mesh"
     role, props = "CLOTH", ("sim_mesh", "proxy_vertices")
@@ -307,6 +319,7 @@ CLASSES = (
     DIFFCLOTH_PT_cloth_physical,
     DIFFCLOTH_PT_cloth_stiffness,
     DIFFCLOTH_PT_cloth_shape,
+    DIFFCLOTH_PT_cloth_field_weights,
     DIFFCLOTH_PT_cloth_proxy,
     DIFFCLOTH_PT_cloth_collisions,
     DIFFCLOTH_PT_cloth_self_collisions,

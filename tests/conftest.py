@@ -9,6 +9,8 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "scripts"))
 from dev_extension import load_extension  # noqa: E402
 
+load_extension()  # the repository as the package `diffcloth` (no bpy): tests import diffcloth.core
+
 
 @pytest.fixture(scope="session")
 def addon():

@@ -349,7 +349,7 @@ def test_optimize_starts_from_the_baked_simulation(posed, blank):
     assert np.allclose(evaluated(cloth), motion[10], atol=1e-6)  # the bake's own motion
     setup, job = operators().prepare(blank, "optimize")
     assert np.array_equal(job["guess"], motion)
-    import core
+    from diffcloth import core
 
     cold, warm = core.simulate(job["scene"]), core.simulate(job["scene"], guess=job["guess"])
     assert np.abs(warm.x - motion[:: job["scene"].substeps]).max() < 1e-8

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-import core as dc
+import diffcloth.core as dc
 
 VERTS, TRIS = dc.grid(3, 3)
 

@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
-import core as dc
-from core.model.cloth import BENDING_DEFAULTS
-from core.model.energies import HingeBending, hinge_weights
-from core.solver.integrator import Model
+import diffcloth.core as dc
+from diffcloth.core.model.cloth import BENDING_DEFAULTS
+from diffcloth.core.model.energies import HingeBending, hinge_weights
+from diffcloth.core.solver.integrator import Model
 
 
 def rotation(seed):

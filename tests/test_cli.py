@@ -66,6 +66,34 @@ def test_success_writes_outputs(cli, tmp_path):
     assert len([k for k in keys if k.name.startswith("DiffCloth_f")]) == 31
 
 
+def test_a_preview_that_cannot_be_drawn_costs_nothing_else(cli, capsys, monkeypatch, tmp_path):
+    """The picture is drawn last and alone: when it fails, the optimized .blend and the report are
+    still written, the report and one stderr line name the failure, and the exit code is 3; the
+    summary shows the shot's distances beside it."""
+    from diffcloth.diffcloth_addon import preview
+
+    def broken(path, *args):
+        open(path, "wb").close()  # a half-written picture must not be left behind either
+        raise RuntimeError("no GPU context")
+
+    monkeypatch.setattr(preview, "write", broken)
+    out, report, png = tmp_path / "out.blend", tmp_path / "sh010.json", tmp_path / "p.png"
+    argv = ["optimize", str(SCENE), "--max-iter", "2", "--output", str(out), "--report", str(report)]
+    assert cli.execute(argv + ["--preview", str(png)]) == 3
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        "diffcloth: error: the preview could not be drawn: RuntimeError: no GPU context "
+        "(the optimized .blend and the report are saved)"
+    ]
+    data = json.loads(report.read_text())
+    assert data["exit_code"] == 3 and data["preview_error"].endswith("RuntimeError: no GPU context")
+    assert data["iterations"] >= 1 and data["keyframes_mm"] and out.stat().st_size > 0
+    assert not png.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["out.blend", "sh010.json"]
+    assert cli.execute(["summary", str(report)]) == 1
+    row = capsys.readouterr().out.splitlines()[2]
+    assert row.startswith("| sh010 | frame ") and "| 3 | ok: " in row and "preview could not be drawn" in row
+
+
 def test_stop_within_ends_the_run_there(cli, tmp_path):
     out, report = tmp_path / "out.blend", tmp_path / "r.json"
     assert (

@@ -4,9 +4,9 @@ Jacobian and transpose exact, and a render-mesh loss's gradient through a proxy'
 import numpy as np
 import pytest
 
-import core as dc
-from core.design.embedding import EmbeddedLoss, Embedding
-from core.design.params import Design
+import diffcloth.core as dc
+from diffcloth.core.design.embedding import EmbeddedLoss, Embedding
+from diffcloth.core.design.params import Design
 
 
 def proxy_and_render(offset=0.01):

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from test_gradients import along
 
-import core as dc
-from core.model.material import spring_factors
+import diffcloth.core as dc
+from diffcloth.core.model.material import spring_factors
 
 
 def equilateral_patch(rows=8, cols=8, edge=0.05):

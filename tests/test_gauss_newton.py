@@ -9,8 +9,8 @@ import pytest
 from test_keyed_forces import artist_scene
 from test_optimize import small_scene
 
-import core as dc
-from core.design.params import Design
+import diffcloth.core as dc
+from diffcloth.core.design.params import Design
 
 PARAMS = [
     [dc.GlobalStiffness(True, True)],
@@ -145,7 +145,7 @@ def test_callback_stop_keeps_the_best(moved_pose):
 
 def test_a_diverging_trial_does_not_lose_the_best(moved_pose, monkeypatch):
     # every third trial "diverges": λ grows, the run goes on from the best design
-    gn = sys.modules["core.design.gauss_newton"]
+    gn = sys.modules["diffcloth.core.design.gauss_newton"]
     real, calls = gn.simulate, []
 
     def fragile(scene, **kwargs):
@@ -162,7 +162,7 @@ def test_a_diverging_trial_does_not_lose_the_best(moved_pose, monkeypatch):
 
 
 def test_a_run_where_every_trial_fails_returns_the_start(moved_pose, monkeypatch):
-    gn = sys.modules["core.design.gauss_newton"]
+    gn = sys.modules["diffcloth.core.design.gauss_newton"]
     real, calls = gn.simulate, []
 
     def diverging(scene, **kwargs):  # all but the start's

@@ -5,8 +5,8 @@ import sys
 import numpy as np
 import pytest
 
-import core as dc
-from core.solver.integrator import Model
+import diffcloth.core as dc
+from diffcloth.core.solver.integrator import Model
 
 F = 8  # frames
 
@@ -214,7 +214,7 @@ def test_gradient_without_kept_factorizations(monkeypatch):
     scene = make_scene("sphere")
     loss = loss_for(scene)
     value, grad = dc.value_and_grad(scene, loss)
-    monkeypatch.setattr(sys.modules["core.solver.simulate"], "FACTOR_BUDGET", 0)
+    monkeypatch.setattr(sys.modules["diffcloth.core.solver.simulate"], "FACTOR_BUDGET", 0)
     traj = dc.simulate(scene)
     assert all(f is None for f in traj.factors)
     value2, grad2 = dc.value_and_grad(scene, loss, traj=traj)
@@ -232,7 +232,7 @@ def test_sparse_backend_agrees_with_banded(monkeypatch):
     loss = loss_for(scene)
     banded = dc.simulate(scene)
     value, grad = dc.value_and_grad(scene, loss, traj=banded)
-    monkeypatch.setattr(sys.modules["core.solver.linalg"], "BANDED_WORK_LIMIT", 0)
+    monkeypatch.setattr(sys.modules["diffcloth.core.solver.linalg"], "BANDED_WORK_LIMIT", 0)
     assert Model(scene).system.backend == "sparse"
     sparse = dc.simulate(scene)
     assert sparse.stats.converged.all()

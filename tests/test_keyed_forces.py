@@ -4,7 +4,7 @@ hand-posed target (a simulated pose moved rigidly) reached within a centimetre."
 import numpy as np
 import pytest
 
-import core as dc
+import diffcloth.core as dc
 
 
 def artist_scene(side=6, frames=12, fps=24):

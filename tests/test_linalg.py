@@ -4,10 +4,10 @@ import gc
 
 import numpy as np
 
-import core as dc
-from core.solver import linalg
-from core.solver.integrator import Model
-from core.solver.linalg import Coupled
+import diffcloth.core as dc
+from diffcloth.core.solver import linalg
+from diffcloth.core.solver.integrator import Model
+from diffcloth.core.solver.linalg import Coupled
 
 
 def system_and_matrices(n=8):

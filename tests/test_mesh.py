@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-import core as dc
-from core.model.mesh import crossing_pairs
+import diffcloth.core as dc
+from diffcloth.core.model.mesh import crossing_pairs
 
 
 def expected_counts(n, m):

@@ -5,7 +5,7 @@ import sys
 import numpy as np
 import pytest
 
-import core as dc
+import diffcloth.core as dc
 
 
 def small_scene(k_tension=10.0, steps=12, bending="hinge", **kw):
@@ -178,7 +178,7 @@ def test_control_forces_reach_a_pose_stiffness_cannot():
 def test_diverging_trials_do_not_lose_the_best(stiffness_problem, monkeypatch):
     # trials stiffer than 9 N/m "diverge"; L-BFGS-B's line search must back off and keep the best
     # design (test_gauss_newton checks Gauss–Newton's trials)
-    opt = sys.modules["core.design.optimize"]  # the module; core.optimize is the function
+    opt = sys.modules["diffcloth.core.design.optimize"]  # the module; core.optimize is the function
     real = opt.simulate
     tried = []
 

@@ -6,9 +6,9 @@ import types
 import numpy as np
 import pytest
 
-import core as dc
-from core.model.energies import Contact, spring_blocks, spring_geometry
-from core.solver.integrator import Model
+import diffcloth.core as dc
+from diffcloth.core.model.energies import Contact, spring_blocks, spring_geometry
+from diffcloth.core.solver.integrator import Model
 
 G = np.array([0.0, 0.0, -9.81])
 BENDING = ["hinge", "springs"]
@@ -189,7 +189,7 @@ def test_shifted_newton_steps_solve_implicit_euler(monkeypatch, bending):
     # the Levenberg-shifted Hessian (used when blended Newton crawls) from the first iteration on:
     # a hanging 16×16 cloth buckles between its pins, so the shift is taken, and every step
     # must still converge to a solution of the implicit Euler equations
-    integrator = sys.modules["core.solver.integrator"]
+    integrator = sys.modules["diffcloth.core.solver.integrator"]
     monkeypatch.setattr(integrator, "STALL", 0)
     shifted = []
     real = integrator.Stepper._refactor_shifted

@@ -24,18 +24,33 @@ def test_all_six_scenes_are_there():
 
 @pytest.mark.parametrize("path", SCENES, ids=lambda p: p.stem)
 def test_optimizes_to_stated_reduction(addon, path, tmp_path):
+    """Every output flag, as the main job and the Flamenco job type pass them: the picture draws the
+    scene's colliders of every kind (the cape's body and the tablecloth's table are meshes)."""
     import bpy
+
     from diffcloth.diffcloth_addon import cli
 
     bpy.ops.wm.open_mainfile(filepath=str(path))
     reduction = bpy.context.scene["diffcloth_sample_reduction"]
     iterations = bpy.context.scene.diffcloth.max_iterations
-    report = tmp_path / "report.json"
+    colliders = [o for o in bpy.context.scene.objects if o.diffcloth.role in ("SPHERE", "PLANE") or _collision(o)]
+    report, png = tmp_path / "report.json", tmp_path / "preview.png"
     argv = ["optimize", str(path), "--report", str(report), "--output", str(tmp_path / "out.blend")]
-    assert cli.execute(argv) == 0  # the scene's own iteration count
+    assert cli.execute(argv + ["--preview", str(png)]) == 0  # the scene's own iteration count
     data = json.loads(report.read_text())
     assert data["iterations"] <= iterations
     assert data["initial_loss"] / data["final_loss"] >= reduction, data["history"][-1]
+    assert (tmp_path / "out.blend").stat().st_size > 0 and "preview_error" not in data
+    img = bpy.data.images.load(str(png))
+    px = np.empty(img.size[0] * img.size[1] * 4, np.float32)
+    img.pixels.foreach_get(px)
+    rgb = px.reshape(-1, 4)[:, :3]
+    grey = (np.ptp(rgb, axis=1) < 0.03) & (rgb[:, 0] > 0.25) & (rgb[:, 0] < 0.85)  # the colliders' shade
+    assert (grey.sum() > 2000) == bool(colliders), (grey.sum(), [o.name for o in colliders])
+
+
+def _collision(obj):
+    return obj.type == "MESH" and any(m.type == "COLLISION" for m in obj.modifiers)
 
 
 def fingerprint(path):

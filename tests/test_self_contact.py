@@ -8,8 +8,8 @@ import pytest
 from test_colliders import DOWNHILL, INCLINE, TURN
 from test_tangent import paired
 
-import core as dc
-from core.model.mesh import crossing_pairs
+import diffcloth.core as dc
+from diffcloth.core.model.mesh import crossing_pairs
 
 
 def two_layers(n=6, size=0.1, gap=0.012, rng_seed=0, k=60.0):
@@ -189,7 +189,7 @@ def test_pairs_are_found_where_the_step_is_predicted_to_take_the_cloth():
     """Two layers 2 cm apart, beyond the search radius (2 × 4 mm): no planes from where they
     are; from where free fall is predicted to take the loose one (3 mm over the other), a plane
     for every loose vertex over the other layer's triangles."""
-    from core.contact.self_contact import SelfQuery
+    from diffcloth.core.contact.self_contact import SelfQuery
 
     cloth = two_layers(gap=0.02)
     query = SelfQuery(cloth, 0.004)

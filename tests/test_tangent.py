@@ -4,9 +4,9 @@ simulate for every design field, and against the adjoint by ⟨J·a, b⟩ = ⟨a
 import numpy as np
 import pytest
 
-import core as dc
-from core.gradients.adjoint import backward
-from core.gradients.tangent import tangent
+import diffcloth.core as dc
+from diffcloth.core.gradients.adjoint import backward
+from diffcloth.core.gradients.tangent import tangent
 
 FIELDS = ("k_tension", "k_bending", "x0", "v0", "forces", "damping", "contact_stiffness", "pin_path")
 
@@ -141,7 +141,7 @@ def test_bad_directions_name_the_field():
 def test_passes_on_the_steps_own_factorizations_agree(solver):
     """A Linearization that factors each step's matrix itself (what Gauss–Newton's many passes
     use) gives the tangent and the gradient that the forward's factorizations give."""
-    from core.gradients.adjoint import Linearization
+    from diffcloth.core.gradients.adjoint import Linearization
 
     scene = contact_scene(True, solver=solver)
     traj = dc.simulate(scene)

@@ -10,7 +10,7 @@ pytest.importorskip("cma")
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "benchmarks"))
 import vs_cma  # noqa: E402
 
-from core.design.optimize import Objective  # noqa: E402  (vs_cma put the repository root on sys.path)
+from diffcloth.core.design.optimize import Objective  # noqa: E402
 
 
 @pytest.fixture(scope="module")

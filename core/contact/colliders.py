@@ -37,6 +37,19 @@ def _at(arr, t, static_ndim=1):
     return arr[f] if w == 0 else (1 - w) * arr[f] + w * arr[f + 1]
 
 
+def _uv_sphere(rings=16, segments=32):
+    """A unit sphere's vertices and triangles (poles included), for drawing."""
+    u, v = np.meshgrid(np.linspace(0, np.pi, rings + 1), np.linspace(0, 2 * np.pi, segments + 1), indexing="ij")
+    pts = np.stack([np.sin(u) * np.cos(v), np.sin(u) * np.sin(v), np.cos(u)], -1).reshape(-1, 3)
+    i, j = np.meshgrid(np.arange(rings), np.arange(segments), indexing="ij")
+    a = (i * (segments + 1) + j).ravel()
+    b, c, d = a + 1, a + segments + 2, a + segments + 1
+    return pts, np.concatenate([np.stack([a, b, c], 1), np.stack([a, c, d], 1)])
+
+
+_UNIT_SPHERE = _uv_sphere()
+
+
 class Collider:
     """What every kind shares: friction μ (Coulomb, ≥ 0) and an optional thickness of its own."""
 
@@ -70,6 +83,11 @@ class Collider:
         """How far the surface under the points x moves from t0 to t1 (friction acts on the slip
         relative to it), and its derivative by x (N,3,3)."""
         return np.zeros_like(x), np.zeros(x.shape + (3,))
+
+    def surface(self, t, centre, reach):
+        """The surface at fractional frame t as triangles to draw, (V,3) vertices and (F,3) faces: all
+        of it, or for an unbounded one its part within `reach` of the point nearest `centre`."""
+        raise NotImplementedError
 
 
 class Sphere(Collider):
@@ -106,6 +124,10 @@ class Sphere(Collider):
     def motion(self, x, t0, t1, lag):
         return np.broadcast_to(self.at(t1)[0] - self.at(t0)[0], x.shape), np.zeros(x.shape + (3,))
 
+    def surface(self, t, centre, reach):
+        center, radius = self.at(t)
+        return center + radius * _UNIT_SPHERE[0], _UNIT_SPHERE[1]
+
 
 class Plane(Collider):
     """Infinite plane through `point` with `normal` (the free side); (3,) or per frame (frames+1, 3)."""
@@ -131,6 +153,15 @@ class Plane(Collider):
         """As Sphere.distance; a plane's normal is constant (∇n = 0: None)."""
         point, nrm = self.at(t)
         return (x - point) @ nrm, np.broadcast_to(nrm, x.shape), None
+
+    def surface(self, t, centre, reach):
+        point, nrm = self.at(t)
+        a = np.cross(nrm, [1.0, 0.0, 0.0] if abs(nrm[0]) < 0.9 else [0.0, 1.0, 0.0])
+        a /= np.linalg.norm(a)
+        b = np.cross(nrm, a)
+        mid = centre - np.dot(centre - point, nrm) * nrm
+        quad = [mid + reach * (s * a + u * b) for s, u in ((-1, -1), (1, -1), (1, 1), (-1, 1))]
+        return np.array(quad), np.array([(0, 1, 2), (0, 2, 3)])
 
 
 def closest_on_triangles(p, a, b, c):
@@ -217,6 +248,9 @@ class MeshCollider(Collider):
 
     def at(self, t):
         return _at(self.vertices, t, static_ndim=2)
+
+    def surface(self, t, centre, reach):
+        return self.at(t), self.tris
 
     def _broad(self, verts):
         """cKDTree of the triangles' centroids and each one's largest centroid-to-corner distance (a

@@ -139,6 +139,8 @@ def pcg(system, data, b, factor, eta, maxiter=CG_MAX_ITER, x0=None):
     along p, or (None, None) when CG does not reach ‖r‖ ≤ eta·‖b‖ within maxiter, or falls so
     far behind the pace that needs (CG_SLACK) that it would not.
     """
+    if not b.any():  # nothing pushes (a weightless cloth at rest): the solution is 0, not CG's 0/0
+        return np.zeros_like(b), None
     x = np.zeros_like(b) if x0 is None else x0.copy()
     r = b.copy() if x0 is None else b - system.matvec(data, x)
     z = factor.solve(r)
