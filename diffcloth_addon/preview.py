@@ -134,14 +134,14 @@ def _keyframes(path, keyframes, tris, colliders):
     up = right.cross(VIEW)
     rotation = Matrix((right, up, -VIEW)).transposed()
     spacing = 2.2 * reach
+    front = 10 * reach * VIEW  # labels in front of any collider, which may reach past the cloth
     with _Stage() as stage:
         for k, (label, frame, target, result) in enumerate(keyframes):
             offset = np.array((k - (len(keyframes) - 1) / 2) * spacing * right)
             stage.mesh("result", result + offset, tris, RESULT)
             stage.mesh("target", target + offset, tris, TARGET, wire=0.008 * reach)
             _collider_meshes(stage, colliders, frame, offset, reach, centre)
-            stage.text(f"frame {label}", Vector(centre + offset) + 1.15 * reach * up, 0.16 * reach, rotation)
-        stage.text("blue: result    red wireframe: target", Vector(centre) - 1.2 * reach * up, 0.1 * reach, rotation)
+            stage.text(f"frame {label}", Vector(centre + offset) + 1.15 * reach * up - front, 0.16 * reach, rotation)
         eye = Vector(centre) - 20 * reach * VIEW
         columns = max(len(keyframes), 2)  # room for the legend and a readable loss curve
         stage.render(path, eye, rotation, columns * spacing, columns * PANEL, int(PANEL * 1.15))
@@ -174,6 +174,8 @@ def _loss_curve(path, losses, width):
             stage.line(np.array([[0, 0, zt], [-0.05, 0, zt]]), 0.006, INK)
             stage.text("1" if decade == 0 else f"1e{decade}", Vector((-0.1, 0, zt)), 0.12, face, "RIGHT")
         stage.text("iteration", Vector((w / 2, 0, -0.4)), 0.14, face)
+        # the legend here, on white: a collider behind the cloth's panels may reach anywhere there
+        stage.text("above, blue: result    red wireframe: target", Vector((w / 2, 0, h + 0.22)), 0.12, face)
         stage.text("loss / initial loss", Vector((-0.75, 0, h / 2)), 0.14, face @ Matrix.Rotation(math.pi / 2, 3, "Z"))
         scale = 5.4
         height = int(width * 3.1 / scale)
