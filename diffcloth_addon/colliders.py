@@ -36,8 +36,19 @@ class MeshReader:
     def __init__(self, obj, triangles, input_error):
         self.obj, self.error = obj, input_error
         self.tris, self.poses, self.warnings = triangles, [], []
+        self.mirrored = None
 
-    def read(self, verts, frame):
+    def read(self, verts, frame, mirrored=False):
+        """Its world vertices at a frame; mirrored: its world matrix turns space inside out (a negative
+        scale), so its triangles' winding, which says what is outside, turns with it."""
+        if self.mirrored is None:
+            self.mirrored = mirrored
+        elif mirrored != self.mirrored and self.obj.collision.use_culling:
+            raise self.error(
+                f"collider '{self.obj.name}' is Single Sided and its scale turns negative or back at frame "
+                f"{frame}, which swaps its inside and outside: animate its scale without a sign change, or "
+                "untick Single Sided"
+            )
         if len(verts) != (len(self.poses[0]) if self.poses else len(verts)):
             raise self.error(
                 f"collider '{self.obj.name}': its vertex count changes from {len(self.poses[0])} to "
@@ -64,9 +75,11 @@ class MeshReader:
             )
         settings = self.obj.collision
         still = np.allclose(poses, rest, rtol=0, atol=1e-9)
+        # Blender draws a mirrored mesh's normals pointing out: so does its winding, as read here
+        tris = self.tris[good][:, ::-1] if self.mirrored else self.tris[good]
         return dc.MeshCollider(
             rest if still else poses,
-            self.tris[good],
+            tris,
             thickness=settings.thickness_outer,
             friction=settings.cloth_friction * FRICTION_SCALE,
             one_sided=settings.use_culling,

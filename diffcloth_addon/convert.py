@@ -625,7 +625,8 @@ def gather(context, cloth_name=None, need_targets=True, use_active=True):
                 for o in colliders:
                     poses[o.name].append(collider_pose(o.evaluated_get(depsgraph), o.diffcloth.role, f))
                 for reader in readers:
-                    reader.read(to_world(*evaluated_coords(reader.obj, depsgraph)), f)
+                    co, mw = evaluated_coords(reader.obj, depsgraph)
+                    reader.read(to_world(co, mw), f, mirrored=np.linalg.det(mw[:3, :3]) < 0)
                 for t in targets:
                     if f not in target_frames[t.name]:
                         continue

@@ -1745,3 +1745,104 @@ def test_the_current_frame_stays_where_it_was(blank):
     assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
     assert blank.scene.frame_current == 40
     matches_plain(blank, cloth)
+
+
+# ---------------------------------------------------------------------------------------------
+# the scene's gravity
+
+GRAVITY = {
+    "the Moon's": dict(gravity=(0.0, 0.0, -1.62)),
+    "sideways": dict(gravity=(3.0, -2.0, 0.0)),
+    "pointing up": dict(gravity=(0.0, 0.0, 4.0)),
+    "half of it on the cloth": dict(weight=0.5),
+    "ticked off": dict(use_gravity=False),
+    "zero": dict(gravity=(0.0, 0.0, 0.0)),
+}
+
+
+@pytest.mark.parametrize("kind", list(GRAVITY))
+@pytest.mark.parametrize("fabric", [True, False], ids=["fabric", "springs"])
+def test_the_scenes_gravity(blank, kind, fabric):
+    """Scene › Gravity as Blender's Cloth takes it: the scene's vector (any direction; none while
+    unticked) times the cloth's Field Weights › Gravity. A free cloth falls as a whole, so its
+    motion is Earth's fall scaled to that vector; with no force at all it does not move (it
+    diverged at frame 1)."""
+    short_range(blank, 1, 11)  # one second at 10 fps
+    cloth = grid_cloth(n=4, pins=False, fabric=fabric)
+    rest = evaluated(cloth)
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    earth = (baked(blank, cloth, [11])[0] - rest).mean(axis=0)
+    assert earth[2] < -1.0 and np.abs(earth[:2]).max() < 1e-9  # Blender's default, -9.81 m/s² in z
+    case = GRAVITY[kind]
+    blank.scene.gravity = case.get("gravity", blank.scene.gravity)
+    blank.scene.use_gravity = case.get("use_gravity", True)
+    cloth.diffcloth.gravity_weight = case.get("weight", 1.0)
+    acting = np.array(blank.scene.gravity) * cloth.diffcloth.gravity_weight * blank.scene.use_gravity
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    moved = baked(blank, cloth, range(1, 12)) - rest
+    assert np.allclose(moved[-1], acting / -9.81 * earth[2], rtol=0, atol=1e-9 + 1e-6 * abs(earth[2]))
+    if not acting.any():
+        assert np.abs(moved).max() == 0.0
+    matches_plain(blank, cloth)
+
+
+# ---------------------------------------------------------------------------------------------
+# negative and non-uniform scales of colliders and targets (the cloth's own: PLACED)
+
+MESH_SCALES = {
+    "mirrored in x": (-1.0, 1.0, 1.0),
+    "upside down": (1.0, 1.0, -1.0),
+    "turned inside out": (-1.0, -1.0, -1.0),
+    "scaled unevenly": (1.4, 0.7, 1.0),
+}
+
+
+@pytest.mark.parametrize("kind", list(MESH_SCALES))
+def test_a_collision_mesh_scaled_oddly(blank, kind):
+    """A Single Sided table mirrored by a negative scale is still a table: Blender shows its normals
+    pointing out, and the cloth lands on its top (its world triangles' winding had turned, and every
+    vertex "started inside")."""
+    from test_collision_addon import table
+
+    short_range(blank, 1, 16)
+    cloth = grid_cloth(fabric=True, pins=False, n=10, size=0.5)
+    top = table(size=0.3, depth=0.4)
+    top.scale = tuple(np.array(top.scale) * MESH_SCALES[kind])
+    blank.view_layer.objects.active = cloth
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    blank.scene.frame_set(16)
+    x = evaluated(cloth)
+    half = 0.5 * np.abs(np.array(top.scale[:2])) - 0.01
+    on_top = (np.abs(x[:, 0]) < half[0]) & (np.abs(x[:, 1]) < half[1])
+    assert on_top.sum() >= 20 and (x[on_top, 2] > -0.2).all()  # held by the top, nothing inside
+
+
+def test_a_single_sided_collider_whose_scale_turns_negative_is_refused(blank):
+    from test_collision_addon import table
+
+    short_range(blank, 1, 6)
+    grid_cloth(fabric=True, pins=False)
+    top = table(size=0.3, depth=0.4)
+    top.keyframe_insert("scale", frame=1)
+    top.scale.x = -top.scale.x
+    top.keyframe_insert("scale", frame=6)
+    blank.scene.frame_set(1)
+    refused(
+        blank,
+        bpy.ops.diffcloth.simulate,
+        "collider 'Table' is Single Sided and its scale turns negative or back at frame 4",
+    )
+    top.collision.use_culling = False  # either side is free: nothing to swap
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+
+
+@pytest.mark.parametrize("scale", [(-1.0, 1.0, 1.0), (1.5, 0.5, 1.0), (1.0, -2.0, 0.5)], ids=str)
+def test_a_target_scaled_oddly_poses_what_the_viewport_shows(aimed, blank, scale):
+    cloth, target = aimed
+    target.scale = scale
+    blank.view_layer.update()
+    shown = evaluated(target)
+    setup = conv().gather(blank)
+    assert np.allclose(setup.loss.targets[5], shown, atol=1e-6)
+    assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
+    matches_plain(blank, cloth)

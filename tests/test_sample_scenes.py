@@ -57,10 +57,10 @@ def _grey_areas(png):
     img = bpy.data.images.load(str(png))
     px = np.empty(img.size[0] * img.size[1] * 4, np.float32)
     img.pixels.foreach_get(px)
+    w, h = img.size
     bpy.data.images.remove(img)
-    rgb = px.reshape(img.size[1], img.size[0], 4)[:, :, :3]
+    rgb = px.reshape(h, w, 4)[:, :, :3]
     grey = (np.ptp(rgb, axis=2) < 0.03) & (rgb[..., 0] > 0.2) & (rgb[..., 0] < 0.85)
-    h, w = grey.shape
     solid = np.ones((h - 2, w - 2), bool)
     for dy in range(3):
         for dx in range(3):
