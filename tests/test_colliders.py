@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from test_tangent import paired
 
-import core as dc
-from core.contact.colliders import closest_on_triangles
+import diffcloth.core as dc
+from diffcloth.core.contact.colliders import closest_on_triangles
 
 INCLINE = math.radians(30)
 TURN = np.array([[1, 0, 0], [0, math.cos(INCLINE), -math.sin(INCLINE)], [0, math.sin(INCLINE), math.cos(INCLINE)]])
@@ -124,9 +124,8 @@ def slope_scene(mu, solver="newton", frames=48):
 
 @pytest.mark.parametrize("solver", ["newton", "linearized"])
 def test_coulomb_friction_on_a_slope(solver):
-    """μ = 0.7 holds the patch on a 30° incline (tan 30° = 0.58): once landed (the step it lands
-    in has no normal force yet to lag), it moves less than 1 cm in 2 s; with μ = 0.3 it slides at
-    g·(sin 30° − μ·cos 30°) = 2.36 m/s²."""
+    """μ = 0.7 holds the patch on a 30° incline (tan 30° = 0.58): once landed, it moves less than
+    1 cm in 2 s; with μ = 0.3 it slides at g·(sin 30° − μ·cos 30°) = 2.36 m/s²."""
     held = dc.simulate(slope_scene(0.7, solver, frames=60)).x.mean(axis=1)
     assert abs((held[-1] - held[12]) @ DOWNHILL) < 0.01  # the last 2 s
     sliding = dc.simulate(slope_scene(0.3, solver)).x.mean(axis=1) @ DOWNHILL
@@ -229,7 +228,9 @@ def test_gradients_with_a_mesh_collider_and_friction(mu, moving):
     )
     for field, value in analytic.items():
         numeric = (loss(dc.simulate(moved(1e-6, field))) - loss(dc.simulate(moved(-1e-6, field)))) / 2e-6
-        assert abs(value - numeric) <= 1e-4 * abs(numeric), (field, value, numeric)
+        # + the differences' rounding floor: held from its first contact, a sticking patch soon stops,
+        # and its damping gradient (~1e-11) is at it
+        assert abs(value - numeric) <= 1e-4 * abs(numeric) + 1e-12, (field, value, numeric)
 
 
 def test_friction_tangents_match_the_adjoint():

@@ -6,8 +6,10 @@ One mechanism for all colliders (core.contact.colliders answers the distance que
   per-step data (a mesh's tangent planes), the cloth's own planes (core.contact.self_contact: the cloth
   as a collider of itself, a distance query over vertex–triangle pairs) and the friction contacts, whose normal force λ,
   normal n and anchor are lagged from the step's start (Li et al. 2020, Incremental Potential
-  Contact §5). Everything in it is a function of x_s, and the adjoint differentiates it
-  (`Contact.lag_gradient`, `FrictionState.add_lag_gradient`).
+  Contact §5). A collider's λ is its penalty's force −E′(dₛ), or where more, the force that holds
+  the vertex against its momentum and gravity: friction acts from the first step of a contact, not
+  once the penalty has built up. Everything in it is a function of x_s (λ of v_s too), and the
+  adjoint differentiates it (`Contact.lag_gradient`, `FrictionState.add_lag_gradient`).
 - `Contact` at positions y: the penalty E(d) per vertex and collider (see penalty).
 - `Friction` at positions y: μ·λ·f₀(‖P(Σwₖ(yₖ − x_sₖ) − m)‖) per friction contact, a stencil of
   vertices k with weights wₖ (a collider's contact: its vertex; a self-contact pair: its vertex
@@ -98,19 +100,33 @@ class StepLag:
         self.friction = [None] * len(sc.colliders)
         free = np.zeros(len(x), bool)
         free[potential.free] = True
+        ahead = x + h * v + h * h * sc.gravity  # where free fall takes the vertices
         for c, col in enumerate(sc.colliders):
             if col.friction == 0.0:
                 continue
-            # the normal force at the step's start (a mesh: its planes; else the collider then)
-            d, n, curvature = col.distance(x, t1 if self.planes[c] is not None else t0, self.planes[c])
-            on = np.flatnonzero((d - thickness_of(col, sc) < 0) & free)
+            planes, thickness = self.planes[c], thickness_of(col, sc)
+            # the step's start (a mesh: its planes; else the collider then) and its free fall's end
+            d, n, curvature = col.distance(x, t1 if planes is not None else t0, planes)
+            gap = d - thickness
+            ahead_d, ahead_n, _ = col.distance(ahead, t1, planes)
+            # the normal force that holds the vertex where it is (in the zone; else on its edge)
+            # against its momentum and gravity: a vertex landing, or laid on the surface, has no
+            # penalty force yet, and would slide freely until it had sunk to its resting depth
+            hold = potential.masses * (np.minimum(gap, 0.0) - (ahead_d - thickness)) / (h * h)
+            on = np.flatnonzero(((gap < 0) | (hold > 0)) & free)
             if not len(on):
                 continue
-            _, e1, e2, _ = penalty(d[on] - thickness_of(col, sc), potential.contact_k[on], sc.contact_smoothing)
+            _, e1, e2, _ = penalty(np.minimum(gap[on], 0.0), potential.contact_k[on], sc.contact_smoothing)
+            held = hold[on] > -e1  # else the penalty's force at the start: λ = −E′(dₛ), ∂λ = −E″·n
             curv = np.zeros((len(on), 3, 3)) if curvature is None else curvature(on)
-            if self.planes[c] is not None:  # a mesh's normals vary with x only through its planes
-                curv = self.planes[c].curv[[self.planes[c].slot[int(i)] for i in on]]
-            motion, jacobian = col.motion(x, t0, t1, self.planes[c])
+            reach = ahead_n[on]  # ∂(the free fall's distance)/∂xₛ
+            if planes is not None:  # a mesh's normals vary with x only through its planes
+                slots = [planes.slot[int(i)] for i in on]
+                curv = planes.curv[slots]
+                reach = reach + _mv(curv, ahead[on] - planes.q[slots])
+            rate = (potential.masses[on] / (h * h))[:, None]
+            dhold = rate * ((gap[on] < 0)[:, None] * n[on] - reach)
+            motion, jacobian = col.motion(x, t0, t1, planes)
             previous = None
             if sc.solver == "linearized":  # its slip over the last step: see Friction
                 rel = h * v[on] - motion[on]
@@ -119,14 +135,16 @@ class StepLag:
                 on[:, None],
                 np.ones(1),
                 np.array(n[on]),
-                -e1,
+                np.where(held, hold[on], -e1),
                 x[on] + motion[on],
-                (-e2[:, None] * n[on])[:, None],  # λ = −E′(dₛ): ∂λ = −E″·n
+                np.where(held[:, None], dhold, -e2[:, None] * n[on])[:, None],
                 curv[:, None],
                 (np.eye(3) + jacobian[on])[:, None],
                 col.friction,
                 FRICTION_EPS_V * h,
                 previous,
+                dlam_v=np.where(held[:, None], -h * rate * ahead_n[on], 0.0)[:, None],
+                stiff=(~held).astype(float),
             )
 
     def set_cloth(self, planes):
@@ -287,7 +305,9 @@ class Friction:
     self-contact pair (core.contact.self_contact) its vertex less its triangle's centroid. Per
     contact the normal n (F,3), normal force λ (F,), anchor Σ wₘxₛₘ + m (F,3), and their
     derivatives by each member's start position: ∂λ (F,S,3), ∂n (F,S,3,3), ∂anchor (F,S,3,3);
-    μ, and the mollifier's slip ε = ε_v·h.
+    μ, and the mollifier's slip ε = ε_v·h. λ may depend on the start's velocities too, ∂λ/∂vₛ
+    (`dlam_v`, (F,S,3); None: not), and `stiff` (F,; None: all) is the share of λ that scales
+    with the contact stiffness (the penalty's force; not a holding force, see StepLag).
 
     previous (linearized steps): a slip to fit to. One linear solve cannot follow the mollifier's
     bend from stick to slip, so there friction is the quadratic that gives μλ at that slip,
@@ -295,9 +315,12 @@ class Friction:
     slides. The step fits it to the slip of the step before, solves, refits it to the slip it
     found (`refit`) and solves again on the same factorization."""
 
-    def __init__(self, stencil, weights, n, lam, anchor, dlam, dn, danchor, mu, eps, previous=None):
+    def __init__(
+        self, stencil, weights, n, lam, anchor, dlam, dn, danchor, mu, eps, previous=None, dlam_v=None, stiff=None
+    ):
         self.stencil, self.weights, self.n, self.lam, self.anchor = stencil, weights, n, lam, anchor
-        self.dlam, self.dn, self.danchor = dlam, dn, danchor
+        self.dlam, self.dn, self.danchor, self.dlam_v = dlam, dn, danchor, dlam_v
+        self.stiff = np.ones(len(lam)) if stiff is None else stiff
         self.mu, self.eps, self.previous = mu, eps, previous
 
     def combine(self, v):
@@ -352,22 +375,27 @@ class FrictionState:
             self.phi[:, None] * a + (self.chi * _dot(a, self.hat))[:, None] * self.hat
         )
 
-    def add_lag_gradient(self, out, v):
-        """out += ∂(v·∇D)/∂xₛ: through λ(xₛ), the anchor and n(xₛ)."""
+    def add_lag_gradient(self, out, out_v, v):
+        """out += ∂(v·∇D)/∂xₛ: through λ, the anchor and n(xₛ); out_v += ∂(v·∇D)/∂vₛ, through λ."""
         f = self.f
         a = f.combine(v)
         g = self._dg_dw(a)
         pg = g - _dot(g, f.n)[:, None] * f.n
         back = _dot(g, f.n)[:, None] * self.rel + _dot(f.n, self.rel)[:, None] * g
-        per = (f.mu * self.phi * _dot(a, self.w))[:, None, None] * f.dlam
+        by_lam = (f.mu * self.phi * _dot(a, self.w))[:, None, None]
+        per = by_lam * f.dlam
         per -= np.einsum("amji,aj->ami", f.danchor, pg) + np.einsum("amji,aj->ami", f.dn, back)
         np.add.at(out, f.stencil, per)
+        if f.dlam_v is not None:
+            np.add.at(out_v, f.stencil, by_lam * f.dlam_v)
 
-    def add_lag_tangent(self, out, dxs):
-        """out += (∂∇D/∂xₛ)·δxₛ."""
+    def add_lag_tangent(self, out, dxs, dvs):
+        """out += (∂∇D/∂xₛ)·δxₛ + (∂∇D/∂vₛ)·δvₛ."""
         f = self.f
         dx = dxs[f.stencil]
         dlam = np.einsum("ami,ami->a", f.dlam, dx)
+        if f.dlam_v is not None:
+            dlam += np.einsum("ami,ami->a", f.dlam_v, dvs[f.stencil])
         dn = np.einsum("amij,amj->ai", f.dn, dx)
         nr = _dot(f.n, self.rel)
         dw = -np.einsum("amij,amj->ai", f.danchor, dx)

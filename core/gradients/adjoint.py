@@ -228,10 +228,11 @@ def backward(scene, traj, gx_frames, gv_frames, lin=None):
         gpin[s + 1] -= h * hess_alpha[pinned]
         # step s's own partials, then the recursion
         px, pv = partial(gx_frames, s), partial(gv_frames, s)
-        lag_alpha = model.potential.lag_gradient(pt, alpha_full)  # self-contact's reaches pinned corners
+        # self-contact's reaches pinned corners; friction's normal force holds against the start's velocities
+        lag_alpha, lag_v = model.potential.lag_gradient(pt, alpha_full)
         new_gx = gx - h * hess_alpha - h * lag_alpha
-        new_gv = np.zeros_like(gv)
-        new_gv[free] = mf * alpha
+        new_gv = -h * lag_v
+        new_gv[free] += mf * alpha
         if lin.linearized:
             new_gv[free] += extra_gv
         if px is not None:

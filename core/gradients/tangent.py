@@ -112,7 +112,7 @@ def tangent(scene, traj, direction, lin=None):
             push += potential.design_tangent(
                 pt, d["k_tension"], d["k_bending"], d["contact_stiffness"], d["friction"], d["self_friction"]
             )
-        push += potential.lag_tangent(pt, dxs[s])
+        push += potential.lag_tangent(pt, dxs[s], dvs[s])
         push -= d["forces"][s // sub]
         if d["damping"]:
             push += d["damping"] * model.m[:, None] * lin.velocity(s)

@@ -447,41 +447,42 @@ class Potential:
         return out
 
     def lag_gradient(self, st, v):
-        """∂(∇Φ·v)/∂xₛ (n,3): how the step's start moves its contact terms (a mesh's planes,
-        friction's lagged normal force, normal and anchor; zero without them)."""
-        out = np.zeros_like(st.y)
+        """∂(∇Φ·v)/∂xₛ and ∂(∇Φ·v)/∂vₛ (n,3 each): how the step's start moves its contact terms (a
+        mesh's planes, friction's lagged normal force, normal and anchor; zero without them)."""
+        out, out_v = np.zeros_like(st.y), np.zeros_like(st.y)
         c = st.contact
         if len(c.active):
             np.add.at(out, c.active, c.lag_gradient(st.y, v[c.active]))
         for _, fs in st.friction:
-            fs.add_lag_gradient(out, v)
+            fs.add_lag_gradient(out, out_v, v)
         if st.self_contact is not None:
             st.self_contact.add_lag_gradient(out, v)
-        return out
+        return out, out_v
 
-    def lag_tangent(self, st, dxs):
-        """(∂∇Φ/∂xₛ)·δxₛ (n,3): the forward counterpart of lag_gradient."""
+    def lag_tangent(self, st, dxs, dvs):
+        """(∂∇Φ/∂xₛ)·δxₛ + (∂∇Φ/∂vₛ)·δvₛ (n,3): the forward counterpart of lag_gradient."""
         out = np.zeros_like(st.y)
         c = st.contact
         if len(c.active):
             np.add.at(out, c.active, c.lag_tangent(st.y, dxs[c.active]))
         for _, fs in st.friction:
-            fs.add_lag_tangent(out, dxs)
+            fs.add_lag_tangent(out, dxs, dvs)
         if st.self_contact is not None:
             st.self_contact.add_lag_tangent(out, dxs)
         return out
 
     def design_gradient(self, st, v):
         """∂(∇Φ·v)/∂p for the design's stiffnesses: k_tension, k_bending (per spring or hinge),
-        contact_stiffness (friction's normal forces scale with it too), friction (per collider),
-        self_friction."""
+        contact_stiffness (friction's normal forces where they are the penalty's scale with it too),
+        friction (per collider), self_friction."""
         dk = self.springs.dk(st, v)
         c = st.contact
         friction, self_friction = np.zeros(len(self.scene.colliders)), 0.0
         contact = float(np.sum(v[c.active] * c.grad))
-        for col, fs in st.friction:  # linear in μ and in λ, so in the contact stiffness
-            part = float(np.sum(fs.f.combine(v) * fs.grad))
-            contact += part
+        for col, fs in st.friction:  # linear in μ and in λ, whose share `stiff` is in the contact stiffness
+            per = np.einsum("ai,ai->a", fs.f.combine(v), fs.grad)
+            part = float(per.sum())
+            contact += float(per @ fs.f.stiff)
             if col is None:
                 self_friction = part / fs.f.mu
             else:
@@ -514,7 +515,7 @@ class Potential:
             out += self_grad * (contact_stiffness / self.scene.contact_stiffness)
         for col, fs in st.friction:
             dmu = self_friction if col is None else 0.0 if friction is None else friction[col]
-            rate = contact_stiffness / self.scene.contact_stiffness + dmu / fs.f.mu
-            if rate:
-                fs.f.spread(out, fs.grad * rate)
+            rate = contact_stiffness / self.scene.contact_stiffness * fs.f.stiff + dmu / fs.f.mu
+            if rate.any():
+                fs.f.spread(out, fs.grad * rate[:, None])
         return out
