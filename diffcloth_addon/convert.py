@@ -275,6 +275,21 @@ def collider_pose(obj, role, frame):
     return mw[:3, 3].copy(), normal
 
 
+def uneven_sphere(obj, frame):
+    """A warning for a sphere collider shown as an ellipsoid (an uneven scale), else None: DiffCloth's
+    sphere is round, as large as the ellipsoid's longest axis."""
+    if obj.diffcloth.role != "SPHERE":
+        return None
+    scale = np.linalg.norm(np.array(obj.matrix_world)[:3, :3], axis=0)
+    if scale.max() <= 1.01 * scale.min():
+        return None
+    return (
+        f"sphere collider '{obj.name}' is scaled unevenly at frame {frame} (scale {scale_text(np.array(obj.matrix_world))}): "
+        "it collides as a round sphere as wide as its longest axis; give it one scale, or give the mesh "
+        "Physics › Collision (and Role None) to collide with the shape shown"
+    )
+
+
 def check_undeformed(obj, local_co, frame):
     """Refuse a cloth whose modifiers or (non-DiffCloth) shape keys move or add vertices at a frame.
 
@@ -563,6 +578,7 @@ def gather(context, cloth_name=None, need_targets=True, use_active=True):
     meshes = collision_objects(scene, cloth_obj)
     warnings = []
     poses = {o.name: [] for o in colliders}
+    uneven = {}  # sphere colliders scaled unevenly: the first frame's warning
     pin_path, matrices, target_pos = [], [], {}
     original_frame = scene.frame_current
     try:
@@ -624,6 +640,8 @@ def gather(context, cloth_name=None, need_targets=True, use_active=True):
                     render_pin_path.append(to_world(render_pins_local, mw))
                 for o in colliders:
                     poses[o.name].append(collider_pose(o.evaluated_get(depsgraph), o.diffcloth.role, f))
+                    if o.name not in uneven and (message := uneven_sphere(o.evaluated_get(depsgraph), f)):
+                        uneven[o.name] = message
                 for reader in readers:
                     co, mw = evaluated_coords(reader.obj, depsgraph)
                     reader.read(to_world(co, mw), f, mirrored=np.linalg.det(mw[:3, :3]) < 0)
@@ -661,6 +679,7 @@ def gather(context, cloth_name=None, need_targets=True, use_active=True):
         a, b = (_constant(np.array(p)) for p in zip(*poses[o.name]))
         mu = o.diffcloth.friction * FRICTION_SCALE
         built.append(dc.Sphere(a, b, friction=mu) if o.diffcloth.role == "SPHERE" else dc.Plane(a, b, friction=mu))
+    warnings += uneven.values()
     for reader in readers:
         built.append(reader.build())
         warnings += reader.warnings

@@ -1846,3 +1846,22 @@ def test_a_target_scaled_oddly_poses_what_the_viewport_shows(aimed, blank, scale
     assert np.allclose(setup.loss.targets[5], shown, atol=1e-6)
     assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
     matches_plain(blank, cloth)
+
+
+def test_a_sphere_scaled_unevenly_is_named(blank):
+    """An ellipsoid shown, a round sphere simulated: said once, with what to do."""
+    from diffcloth.diffcloth_addon import operators
+
+    short_range(blank, 1, 4)
+    grid_cloth(n=4)
+    sphere = add_sphere(radius=0.1, location=(0.0, 0.0, -0.3))
+    sphere.scale = (1.0, 1.0, 0.5)
+    setup, _ = operators.prepare(blank, "simulate")
+    assert setup.scene.colliders[0].at(0.0)[1] == pytest.approx(0.1, rel=1e-3)
+    assert [w for w in setup.warnings if "sphere" in w] == [
+        "sphere collider 'Sphere' is scaled unevenly at frame 1 (scale (1, 1, 0.5)): it collides as a round "
+        "sphere as wide as its longest axis; give it one scale, or give the mesh Physics › Collision (and Role "
+        "None) to collide with the shape shown"
+    ]
+    sphere.scale = (0.5, 0.5, 0.5)
+    assert not operators.prepare(blank, "simulate")[0].warnings
