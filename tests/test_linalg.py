@@ -3,6 +3,7 @@
 import gc
 
 import numpy as np
+import pytest
 
 import diffcloth.core as dc
 from diffcloth.core.solver import linalg
@@ -42,12 +43,34 @@ def test_a_kept_factor_solves_its_own_matrix_while_others_are_factored():
 
 def test_a_matrix_that_fails_to_factor_gives_its_buffer_back():
     system, (a, _, _) = system_and_matrices()
-    failed = system.factor(-a)
+    assert not system.factor(-a).positive_definite and not system._pool  # its diagonal says so: no LAPACK
+    indefinite = a.copy()
+    indefinite[system.diag] *= 0.8  # a positive diagonal, yet not positive definite: LAPACK's verdict
+    failed = system.factor(indefinite)
     assert not failed.positive_definite
     assert len(system._pool) == 1
     kept = system.factor(a)
     rhs = np.ones(system.ndof)
     assert np.allclose(kept.solve(rhs), exact(system, a, rhs), rtol=1e-3)
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")
+def test_matrices_beyond_single_precisions_range_factor_without_overflow():
+    """The band is factored in single precision (at most 3.4e38), scaled to a unit diagonal: a
+    vertex held 1e40 times stiffer still factors and solves, and an indefinite matrix with entries
+    that large is refused, none of it cast out of range."""
+    system, (a, _, _) = system_and_matrices()
+    stiff = a.copy()
+    system.add_diagonal(stiff, np.array([5]), 1e40 * np.eye(3)[None])
+    factor = system.factor(stiff)
+    assert factor.positive_definite
+    rhs = np.random.default_rng(3).normal(size=system.ndof)
+    want = exact(system, stiff, rhs)
+    assert np.allclose(factor.solve(rhs), want, rtol=1e-3, atol=1e-6 * np.abs(want).max())
+    assert not system.factor(-1e40 * a).positive_definite
+    pulled = a.copy()  # neighbours 1 and 2 pulled together far beyond what their diagonals hold
+    pulled[system.slots(np.array([1, 2]), np.array([2, 1]))] = 1e40
+    assert not system.factor(pulled).positive_definite
 
 
 def coupled(system, data, far=5.0):

@@ -189,14 +189,17 @@ def closest_on_triangles(p, a, b, c):
         (vb <= 0) & (d2 >= 0) & (d6 <= 0),
         (va <= 0) & (d4 - d3 >= 0) & (d5 - d6 >= 0),
     ]
-    weights = [
-        np.select(conditions, choices, default)
-        for choices, default in (
-            ([one, zero, 1 - t_ab, zero, 1 - t_ac, zero], 1 - (vb + vc) * denom),
-            ([zero, one, t_ab, zero, zero, 1 - t_bc], vb * denom),
-            ([zero, zero, zero, one, t_ac, t_bc], vc * denom),
-        )
-    ]
+    # every region's weights are computed for every point and the point's own selected: the others'
+    # may overflow or divide by zero (a point far from its triangle in a diverging trial), unused
+    with np.errstate(over="ignore", invalid="ignore"):
+        weights = [
+            np.select(conditions, choices, default)
+            for choices, default in (
+                ([one, zero, 1 - t_ab, zero, 1 - t_ac, zero], 1 - (vb + vc) * denom),
+                ([zero, one, t_ab, zero, zero, 1 - t_bc], vb * denom),
+                ([zero, zero, zero, one, t_ac, t_bc], vc * denom),
+            )
+        ]
     bary = np.stack(weights, axis=1)
     q = bary[:, :1] * a + bary[:, 1:2] * b + bary[:, 2:] * c
     return q, bary
