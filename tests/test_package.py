@@ -47,6 +47,7 @@ def test_zip_holds_the_extension_and_its_wheels_only(built_zip):
     assert (
         "blender_manifest.toml" in names and "core/solver/integrator.py" in names and "diffcloth_addon/cli.py" in names
     )
+    assert "LICENSE" in names  # GPL-3.0-or-later, as the manifest declares
     wheels = sorted(n for n in names if n.endswith(".whl"))
     # scipy for each Python Blender uses (3.11: 4.2-5.0, 3.13: 5.1+), pure-Python threadpoolctl once
     assert [w.split("-")[0] + "-" + w.split("-")[2] for w in wheels] == [
