@@ -7,6 +7,7 @@ from bpy_extras import anim_utils
 
 from .. import core as dc
 from ..core.design.embedding import EmbeddedLoss
+from ..core.model.scene import BoundsError
 from . import proxy
 from .colliders import FRICTION_SCALE, MeshReader, collision_objects
 
@@ -421,6 +422,29 @@ def build_cloth(cs, verts, tris, pins):
     )
 
 
+# the panel's names of what core's BoundsError names (core.model.scene.API_NAMES)
+PANEL_NAMES = {
+    "bending": "Bending Stiffness",
+    "stretch": "Stretch Stiffness",
+    "density": "Density",
+    "tension": "Tension Stiffness",
+    "mass": "Mass",
+    "contact": "Contact Stiffness",
+    "substeps": "Substeps",
+    "linearized": "the Linearized solver",
+    "newton": "the Converged solver",
+}
+
+
+def build_scene(name, cloth, **kw):
+    """The core Scene of cloth `name`; a setting beyond what its solver simulates right is refused
+    by its name on the panel, before the run."""
+    try:
+        return dc.Scene(cloth, **kw)
+    except BoundsError as err:
+        raise InputError(f"cloth '{name}': {err.message(PANEL_NAMES)}") from None
+
+
 def tension_setting(cs):
     """The setting that scales the tension springs: Stretch Stiffness (fabric) or Tension Stiffness."""
     return "stretch" if cs.model == "FABRIC" else "tension"
@@ -695,7 +719,7 @@ def gather(context, cloth_name=None, need_targets=True, use_active=True):
         self_distance=_self_distance(cs, name, cloth),
         self_friction=cs.self_friction * FRICTION_SCALE if cs.use_self_collision else 0.0,
     )
-    core_scene = dc.Scene(cloth, pin_path=_pin_path(pin_path, pins), **common)
+    core_scene = build_scene(name, cloth, pin_path=_pin_path(pin_path, pins), **common)
     _check_start(core_scene, name, colliders + meshes, start)
     loss, refine = None, None
     if target_pos:
@@ -703,7 +727,8 @@ def gather(context, cloth_name=None, need_targets=True, use_active=True):
         warnings += zero
         if embedding is not None and need_targets and cs.refine_iterations:  # Refine: the cloth's own run
             full = build_cloth(cs, render_verts, render_tris, render_pins)
-            own = dc.Scene(
+            own = build_scene(
+                name,
                 full,
                 pin_path=_pin_path(render_pin_path, render_pins),
                 **dict(common, self_distance=_self_distance(cs, name, full, "Refine's")),

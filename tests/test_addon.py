@@ -440,9 +440,12 @@ def test_worker_process_that_dies_or_fails_is_reported_and_nothing_is_written(po
     with pytest.raises(convert().InputError, match="optimize of 'Cloth' failed: the worker process was killed"):
         operators().finish(blank, setup, run)
     assert untouched(cloth, before)
-    # a user mistake found in the worker (the simulation diverges) comes back as its message
+    # a failure in the worker (a simulation that diverges: its settings' check before the run
+    # switched off) comes back as its message
     cloth.diffcloth.tension, cloth.diffcloth.contact_stiffness = 1e9, 1e9
-    setup, job = operators().prepare(blank, "simulate")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sys.modules["diffcloth.core.model.scene"], "check_bounds", lambda scene: None)
+        setup, job = operators().prepare(blank, "simulate")
     run = runner().Process(job).start()
     run.wait()
     assert run.result is None and "diverged at frame" in run.error
@@ -572,7 +575,7 @@ def test_save_and_reopen_keeps_settings_and_bake(posed, blank, tmp_path):
         ("outside range", "outside the frame range"),
         ("loose edge", "loose edge"),
         ("pin group", "has no vertex group 'nope'"),
-        ("diverges", "diverged at frame"),
+        ("too stiff", "cloth 'Cloth': Tension Stiffness 1e+09 N/m is too stiff for this cloth's"),
         ("nothing to optimize", "nothing to optimize"),
         ("subdivided", "cloth 'Cloth': modifier 'Subdivision' change(s) its vertex count (36 → 121)"),
         ("displaced", "cloth 'Cloth': modifier 'Displace' change(s) its shape"),
@@ -612,7 +615,7 @@ def test_bad_input_reports_and_leaves_scene_untouched(blank, problem, message):
         cloth.data.update()
     elif problem == "pin group":
         cloth.diffcloth.pin_group = "nope"
-    elif problem == "diverges":
+    elif problem == "too stiff":
         cloth.diffcloth.tension = 1e9
         cloth.diffcloth.contact_stiffness = 1e9
         bpy.ops.mesh.primitive_uv_sphere_add(radius=0.2, location=(0, 0, -0.25))

@@ -68,6 +68,7 @@ class Cloth:
         if len(pinned) == self.n:
             raise ValueError("every vertex is pinned: nothing to simulate")
         self.pinned = pinned
+        self.fabric = None  # the Fabric it was made of (Fabric.cloth): messages name its settings
 
     @property
     def n_tension(self):

@@ -53,7 +53,9 @@ class Fabric:
 
     def cloth(self, verts, faces, pinned=()):
         """The mesh as a Cloth of this fabric (hinge bending)."""
-        return Cloth(verts, faces, pinned=pinned, **self.cloth_arguments(verts, faces))
+        cloth = Cloth(verts, faces, pinned=pinned, **self.cloth_arguments(verts, faces))
+        cloth.fabric = self
+        return cloth
 
 
 def spring_factors(verts, tris, tension_edges, area=None):

@@ -3,6 +3,8 @@
 import numpy as np
 
 from .cloth import Cloth
+from .energies import hinge_weights
+from .material import SHEET
 
 
 def _array(value, shapes, what):
@@ -41,6 +43,121 @@ def max_self_distance(cloth):
     return SELF_DISTANCE_EDGES * float(np.linalg.norm(np.subtract(*cloth.rest[cloth.tension_edges.T]), axis=1).min())
 
 
+# Limits on a step's stiffness that keep the motion right (docs/solver.md, "Stiffness, mass and
+# damping at their bounds"), in h²·K/m: K a term's diagonal at a dof, m the vertex's mass × (1 + h·c).
+# Beyond this, double precision's rounding moves a free plate off g by more than 1e-3
+PRECISION_STIFFNESS = 1e12
+# Newton stops at its residual's rounding floor ε·|x|·h²K/m, converged within 1e3·tol
+# (integrator.FLOOR_SLACK): this margin under it (a 12×12 plate of bending 1e5 N·m, 3.9e8, failed)
+NEWTON_FLOOR = 250.0
+# a linearized step's hinge matrix (energies.HingeBending.pair_couplings(bound=True)) resists rigid
+# rotation, as a zero-length spring between each hinge's opposite vertices: h² times that stiffness
+# over the cloth's polar inertia beyond which a plate pinned at two corners swings 10% short
+HINGE_DRAG = 20.0
+# a linearized step locks stiff stretch: (h·c/size)², c² = stretch/density the in-plane wave speed
+# (Σ k·L²/(SHEET·mass), for any springs), beyond which that plate swings 10% short
+STRETCH_LOCK = 2000.0
+
+# what the quantities are called in core's messages; the add-on passes its panel's labels
+API_NAMES = {
+    "bending": "bending rigidity",
+    "stretch": "stretch stiffness",
+    "density": "density",
+    "tension": "k_tension",
+    "mass": "mass",
+    "contact": "contact_stiffness",
+    "substeps": "substeps",
+    "linearized": 'solver="linearized"',
+    "newton": 'solver="newton"',
+}
+
+
+class BoundsError(ValueError):
+    """A setting beyond what the solver simulates right, named as `names` says (API_NAMES for
+    str()); quantity is its key there."""
+
+    def __init__(self, quantity, template):
+        self.quantity, self.template = quantity, template
+        super().__init__(self.message(API_NAMES))
+
+    def message(self, names):
+        return self.template.format(**names)
+
+
+def _stiffness_parts(scene):
+    """Per vertex, h²·K_ii/m of the bending and tension terms ((n,) each; K_ii bounded by Σk for
+    springs, whatever their direction), and of contact (a scalar, 0 without colliders)."""
+    cloth, h = scene.cloth, scene.h
+    m = cloth.masses * (1.0 + h * cloth.damping) / h**2
+    tension = np.bincount(cloth.tension_edges.ravel(), np.repeat(cloth.k_tension, 2), cloth.n)
+    if cloth.bending == "hinge":
+        w, area = hinge_weights(cloth.rest, cloth.hinges)
+        bending = np.bincount(cloth.hinges.ravel(), ((cloth.k_bending / area)[:, None] * w**2).ravel(), cloth.n)
+    else:
+        bending = np.bincount(cloth.bending_edges.ravel(), np.repeat(cloth.k_bending, 2), cloth.n)
+    contacts = scene.colliders or scene.self_distance > 0
+    return bending / m, tension / m, (scene.h**2 * scene.contact_stiffness if contacts else 0.0)
+
+
+def check_bounds(scene):
+    """Raise BoundsError where a stiffness, the mass or the contact stiffness is beyond what the
+    scene's solver simulates right at its time step (docs/solver.md), naming the setting, its value
+    and the tightest limit that follows from the mesh and the step."""
+    cloth, h = scene.cloth, scene.h
+    over = []  # (factor beyond its limit, term, why, remedy): every limit scales a term's value
+
+    bending, tension, contact = _stiffness_parts(scene)
+    if scene.solver == "newton":
+        total = bending + tension + contact
+        size = float(np.ptp(cloth.rest, axis=0).max())
+        limit = NEWTON_FLOOR * scene.tol * size / (np.finfo(float).eps * max(np.abs(scene.x0).max(), size))
+        why, remedy = "Newton's rounding floor", "lower it or raise {substeps}"
+    else:  # contact needs no precision there: it holds vertices, it makes no soft mode
+        total, contact = bending + tension, 0.0
+        limit, why, remedy = PRECISION_STIFFNESS, "double precision's limit", "lower it or raise {substeps}"
+    i = int(np.argmax(total))
+    parts = {"bending": bending[i], "tension": tension[i], "contact": contact}
+    over.append((total[i] / limit, max(parts, key=parts.get), why, remedy))
+    if scene.solver == "linearized":
+        m = cloth.masses * (1.0 + h * cloth.damping)
+        lengths2 = np.sum(np.subtract(*cloth.rest[cloth.tension_edges.T]) ** 2, axis=1)
+        size = float(np.ptp(cloth.rest, axis=0).max())
+        lock = h**2 * float(np.sum(cloth.k_tension * lengths2)) / (SHEET * float(m.sum()) * size**2)
+        remedy = "lower it, raise {substeps}, or use {newton}"
+        over.append((lock / STRETCH_LOCK, "tension", "the linearized step locks stiffer stretch", remedy))
+        if cloth.bending == "hinge":
+            w, area = hinge_weights(cloth.rest, cloth.hinges)
+            d2 = np.sum((cloth.rest[cloth.hinges[:, 2]] - cloth.rest[cloth.hinges[:, 3]]) ** 2, axis=1)
+            r2 = np.sum((cloth.rest - (m[:, None] * cloth.rest).sum(0) / m.sum()) ** 2, axis=1)
+            drag = h**2 * float(np.sum(cloth.k_bending / area * np.abs(w[:, 2] * w[:, 3]) * d2)) / float(m @ r2)
+            why = "the linearized step holds stiffer cloth from swinging"
+            over.append((drag / HINGE_DRAG, "bending", why, remedy))
+    factor, term, why, remedy = max(over, key=lambda o: o[0])
+    if factor <= 1.0:
+        return
+    fabric = cloth.fabric
+    if fabric is not None:
+        values = {"bending": ("bending", fabric.bending, "N·m"), "tension": ("stretch", fabric.stretch, "N/m")}
+        light = ("density", fabric.density, "kg/m²")
+    else:
+        unit = "N·m" if cloth.bending == "hinge" else "N/m"
+        values = {
+            "bending": ("bending", cloth.k_bending.max(), unit),
+            "tension": ("tension", cloth.k_tension.max(), "N/m"),
+        }
+        light = ("mass", cloth.mass, "kg")
+    values["contact"] = ("contact", scene.contact_stiffness, "N/m per kg")
+    key, value, unit = values[term]
+    step = f"1/{round(1 / h)} s" if abs(1 / h - round(1 / h)) < 1e-6 else f"{h:.3g} s"
+    cells = float(np.median(np.linalg.norm(np.subtract(*cloth.rest[cloth.tension_edges.T]), axis=1)))
+    raise BoundsError(  # every term scales with 1/mass: the least mass that holds
+        key,
+        f"{{{key}}} {value:.3g} {unit} is too stiff for this cloth's {cells * 100:.2g} cm cells at {step} steps: "
+        f"at most {value / factor:.2g} ({why}), or {{{light[0]}}} at least {light[1] * factor:.2g} {light[2]}; "
+        + remedy,
+    )
+
+
 class Scene:
     """Everything `simulate` needs.
 
@@ -70,6 +187,9 @@ class Scene:
     colliders' penalty; 0 turns self-collision off; at most twice the shortest rest edge.
     self_friction: Coulomb's μ between the cloth's layers where they touch (the colliders' lagged
     friction, a vertex slipping against a triangle); 0 none.
+    bounds: refuse (BoundsError) a stiffness, mass or contact stiffness beyond what the solver
+    simulates right at this step (check_bounds). replace() leaves them to the simulation: a design
+    an optimizer tries may step beyond them, and then fails as a SimulationError would.
     """
 
     def __init__(
@@ -92,6 +212,7 @@ class Scene:
         contact_smoothing=None,
         self_distance=0.0,
         self_friction=0.0,
+        bounds=True,
     ):
         if not isinstance(cloth, Cloth):
             raise ValueError("cloth must be a core.Cloth")
@@ -143,6 +264,8 @@ class Scene:
         if not (np.isfinite(self_friction) and self_friction >= 0):
             raise ValueError(f"self friction must be non-negative, got {self_friction}")
         self.self_friction = float(self_friction)
+        if bounds:
+            check_bounds(self)
 
     _fields = (
         "cloth",
@@ -174,7 +297,7 @@ class Scene:
         if "solver" in changes and "contact_smoothing" not in changes:
             args["contact_smoothing"] = None  # the new solver's default
         args.update(changes)
-        return Scene(**args)
+        return Scene(**args, bounds=False)
 
     @property
     def h(self):

@@ -39,6 +39,10 @@ BANDED_WORK_LIMIT = 5e10
 # SuperLU: a folded 16×16 cloth's (768 dofs, bandwidth ~100) in 0.5 ms against SuperLU's 2.5; a
 # 64×64 one's band would take seconds against SuperLU's 55 ms
 COUPLED_BANDED_LIMIT = 2e8
+# the band is factored in double precision where a dof is this much stiffer than its mass holds it
+# (BlockSystem.stiffness): beyond it a single-precision factor preconditions CG too poorly (a free
+# 64×64 plate of bending rigidity 3 N·m, 1.3e7 at 1/24 s, failed to solve; 4.2e6 still solved)
+SINGLE_STIFFNESS = 1e6
 
 
 def _fresh_band(band):
@@ -142,6 +146,7 @@ class BlockSystem:
             self.diag = np.searchsorted(self.keys, np.arange(self.ndof) * (self.ndof + 1))
             self.lower_row, self.lower_col = np.divmod(self.keys[self.lower], self.ndof)
             self.band = np.zeros((self.kd + 1) * self.ndof, np.float32)
+            self.translations = np.tile(np.eye(3), (nv, 1))  # (dofs, 3): the rigid translations
             self._pool = []
 
     def slots(self, a, b):
@@ -232,17 +237,22 @@ class BlockSystem:
             scaled = data[self.lower] * inv[self.lower_row] * inv[self.lower_col]
             if not np.abs(scaled).max() <= 1.0 + 1e-9:  # (the diagonal's 1 to rounding; NaN fails too)
                 return Factor(None, False)
-            self.band[self.band_slots] = scaled
-            chol, info = self._banded_cholesky()
+            double = self.stiffness(data, diag) > SINGLE_STIFFNESS
+            if double:
+                chol, info = self._double_cholesky(scaled)
+            else:
+                self.band[self.band_slots] = scaled
+                chol, info = self._banded_cholesky()
             if info == 0:
                 perm, inv = self.perm, inv[self.perm]
+                trs = lapack.dpbtrs if double else lapack.spbtrs
 
                 def solve(b):
                     out = np.zeros_like(b)
                     rhs = b[perm] * inv
                     scale = np.abs(rhs).max()  # residuals shrink toward float32's underflow
                     if scale > 0:
-                        x, _ = lapack.spbtrs(chol, (rhs / scale).astype(np.float32), lower=1)
+                        x, _ = trs(chol, (rhs / scale).astype(chol.dtype), lower=1)
                         out[perm] = x * (scale * inv)
                     return out
 
@@ -294,6 +304,22 @@ class BlockSystem:
         # without pivoting, PD ⇔ every pivot of the symmetric elimination is positive
         pd = bool((lu.perm_r == lu.perm_c).all() and (lu.U.diagonal() > 0).all())
         return Factor(lu.solve, pd, 12 * (lu.L.nnz + lu.U.nnz))  # float64 value + int32 index
+
+    def stiffness(self, data, diag):
+        """The largest ratio of a diagonal entry A_ii to the sum of its row over the dofs along
+        its axis: springs, hinges and the rest resist no translation, so that sum is the dof's mass
+        (with its contact), and the ratio 1 + h²·K_ii/m. A sum that is not positive is no mass: the
+        matrix is indefinite there, as Cholesky will tell."""
+        self._product.data = data
+        along = (self._product @ self.translations).reshape(-1, 3, 3).diagonal(axis1=1, axis2=2).ravel()
+        held = along > 0
+        return float((diag[held] / along[held]).max(initial=0.0))
+
+    def _double_cholesky(self, scaled):
+        """LAPACK's double-precision factor of the scaled band (lower entries scaled)."""
+        band = np.zeros((self.kd + 1) * self.ndof)
+        band[self.band_slots] = scaled
+        return lapack.dpbtrf(band.reshape(self.kd + 1, self.ndof, order="F"), lower=1, overwrite_ab=1)
 
     def _banded_cholesky(self):
         """LAPACK's factor of the band, in place in a pooled buffer; the returned view gives the
