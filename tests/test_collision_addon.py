@@ -118,17 +118,24 @@ def test_a_cloth_inside_a_single_sided_collider_is_named(blank):
     refused(blank, bpy.ops.diffcloth.simulate, "cloth 'Cloth' starts inside collider 'Table'")
 
 
-@pytest.mark.parametrize("friction,slides", [(70.0, False), (30.0, True)])
-def test_friction_on_a_slope_as_blenders_setting_reads(blank, friction, slides):
-    """A patch on a 30° Collision-physics slope: Blender's Friction 70 (μ 0.7) holds it, 30 slides
-    at g·(sin 30° − 0.3·cos 30°)."""
-    scene = blank.scene
+def collision_slope(scene, friction):
+    """A large plane tilted 30° about x with Collision physics (Friction as given, Thickness Outer
+    5 mm), in a scene of two seconds at 24 fps."""
     scene.render.fps = 24
     scene.frame_start, scene.frame_end = 1, 49
     bpy.ops.mesh.primitive_plane_add(size=40.0, rotation=(math.radians(30), 0, 0))
     slope = bpy.context.active_object
     slope.modifiers.new("Collision", "COLLISION")
     slope.collision.cloth_friction, slope.collision.thickness_outer = friction, 0.005
+    return slope
+
+
+@pytest.mark.parametrize("friction,slides", [(70.0, False), (30.0, True)])
+def test_friction_on_a_slope_as_blenders_setting_reads(blank, friction, slides):
+    """A patch on a 30° Collision-physics slope: Blender's Friction 70 (μ 0.7) holds it, 30 slides
+    at g·(sin 30° − 0.3·cos 30°)."""
+    scene = blank.scene
+    slope = collision_slope(scene, friction)
     cloth = grid_cloth(fabric=True, pins=False, n=6, size=0.1)
     cloth.rotation_euler = (math.radians(30), 0, 0)
     cloth.location = np.array(slope.matrix_world.to_3x3().col[2]) * 0.0055

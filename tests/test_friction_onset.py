@@ -119,14 +119,10 @@ def test_a_cloth_laid_on_a_collision_slope_in_blender_is_held(blank):
     about a centimetre)."""
     bpy = pytest.importorskip("bpy")
     from test_addon import evaluated, grid_cloth
+    from test_collision_addon import collision_slope
 
     scene = blank.scene
-    scene.render.fps = 24
-    scene.frame_start, scene.frame_end = 1, 49
-    bpy.ops.mesh.primitive_plane_add(size=40.0, rotation=(math.radians(30), 0, 0))
-    slope = bpy.context.active_object
-    slope.modifiers.new("Collision", "COLLISION")
-    slope.collision.cloth_friction, slope.collision.thickness_outer = 70.0, 0.005
+    slope = collision_slope(scene, 70.0)
     cloth = grid_cloth(fabric=True, pins=False, n=10, size=0.5)
     cloth.rotation_euler = (math.radians(30), 0, 0)
     cloth.location = np.array(slope.matrix_world.to_3x3().col[2]) * 0.005
