@@ -7,7 +7,7 @@ from bpy_extras import anim_utils
 
 from .. import core as dc
 from ..core.design.embedding import EmbeddedLoss
-from ..core.model.scene import BoundsError
+from ..core.model import scene as scene_model
 from . import proxy
 from .colliders import FRICTION_SCALE, MeshReader, collision_objects
 
@@ -437,12 +437,19 @@ PANEL_NAMES = {
 
 
 def build_scene(name, cloth, **kw):
-    """The core Scene of cloth `name`; a setting beyond what its solver simulates right is refused
-    by its name on the panel, before the run."""
+    """The core Scene of cloth `name`, checked by bounded."""
+    return bounded(name, dc.Scene(cloth, bounds=False, **kw))
+
+
+def bounded(name, scene):
+    """scene, if its settings are within what its solver simulates right (core's check_bounds), else
+    an InputError naming the setting by its name on the panel: before the run, with whatever solver
+    the run takes (Optimize converges every step, whatever the preview's Solver)."""
     try:
-        return dc.Scene(cloth, **kw)
-    except BoundsError as err:
+        scene_model.check_bounds(scene)
+    except scene_model.BoundsError as err:
         raise InputError(f"cloth '{name}': {err.message(PANEL_NAMES)}") from None
+    return scene
 
 
 def tension_setting(cs):

@@ -26,7 +26,7 @@ def prepare(context, kind, cloth_name=None, max_iter=None, use_active=True, with
     setup.kind, setup.cloth_name = kind, setup.cloth_obj.name
     scene = convert.apply_stored_result(setup)
     if kind == "optimize" or converged:
-        scene = scene.replace(solver=convert.OPTIMIZE_SOLVER)
+        scene = convert.bounded(setup.cloth_name, scene.replace(solver=convert.OPTIMIZE_SOLVER))
     setup.solver = scene.solver
     job = {"kind": kind, "scene": scene, "guess": convert.stored_motion(setup, scene)}
     if kind == "optimize":
@@ -38,7 +38,7 @@ def prepare(context, kind, cloth_name=None, max_iter=None, use_active=True, with
         )
         if setup.refine is not None:  # then the design found through the proxy, on the cloth itself
             job["refine"] = dict(
-                scene=setup.refine.scene.replace(solver=convert.OPTIMIZE_SOLVER),
+                scene=convert.bounded(setup.cloth_name, setup.refine.scene.replace(solver=convert.OPTIMIZE_SOLVER)),
                 loss=setup.refine.loss,
                 params=convert.params_from_settings(settings, setup.refine),
                 iterations=setup.cloth_obj.diffcloth.refine_iterations,

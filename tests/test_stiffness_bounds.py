@@ -185,3 +185,23 @@ def test_contact_stiffness_beyond_the_converged_solvers_floor_is_refused_by_name
     refused(bpy.context, bpy.ops.diffcloth.simulate, "cloth 'Cloth': Contact Stiffness 1e+12 N/m per kg is too stiff")
     cloth.diffcloth.contact_stiffness = 1e5
     assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+
+
+def test_optimize_checks_the_converged_solvers_bounds_whatever_the_preview_solver(addon_cloth):
+    """The preview's linearized steps take a contact stiffness that Optimize's converged steps cannot
+    resolve: Simulate & Bake runs, Optimize is refused by name before it starts."""
+    from test_careless_input import add_target, refused
+
+    bpy, cloth = addon_cloth
+    bpy.ops.mesh.primitive_plane_add(size=2.0, location=(0.0, 0.0, -0.3))
+    bpy.context.active_object.diffcloth.role = "PLANE"
+    cloth.diffcloth.contact_stiffness = 1e12
+    bpy.context.view_layer.objects.active = cloth
+    assert cloth.diffcloth.solver == "LINEARIZED" and bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    add_target(bpy.context, cloth, 4)
+    bpy.context.view_layer.objects.active = cloth
+    refused(
+        bpy.context,
+        bpy.ops.diffcloth.optimize,
+        "cloth 'Cloth': Contact Stiffness 1e+12 N/m per kg is too stiff for this cloth's",
+    )
