@@ -638,7 +638,6 @@ FABRIC_REFUSED = {
     "locks stiffer stretch), or Density at least 0.0026 kg/m²; lower it, raise Substeps, or use the Converged solver",
     ("LINEARIZED", "stretch", 1e5): f"Stretch Stiffness 1e+05 N/m {_CELLS} 5.3e+03 (the linearized step locks",
     ("LINEARIZED", "stretch", 1e9): f"Stretch Stiffness 1e+09 N/m {_CELLS} 5.3e+03 (the linearized step locks",
-    ("LINEARIZED", "bending", 0.1): f"Bending Stiffness 0.1 N·m {_CELLS} 0.013 (the linearized step holds stiffer",
     ("NEWTON", "stretch", 1e9): f"Stretch Stiffness 1e+09 N/m {_CELLS} 5.5e+06 (Newton's rounding floor)",
 }
 # the fabric (the default material) with either solver: (solver, setting, value, outcome)

@@ -293,8 +293,7 @@ class Potential:
             self.self_query = SelfQuery(cloth, scene.self_distance)
             self.self_slots = system.triangle_slots(fidx[cloth.tris])
         self.hinges = self.hinge_data = None
-        # a linearized step's matrix bounds the hinges' Hessian by one that couples mesh edges only
-        self.bound = scene.solver == "linearized"
+        self.bound = scene.hinges_bounded
         if cloth.bending == "hinge":
             self.hinges = HingeBending(cloth.rest, cloth.hinges, cloth.k_bending, cloth.n)
             ends, kappa, at, diag = self.hinges.pair_couplings(self.bound)

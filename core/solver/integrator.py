@@ -79,9 +79,9 @@ class Model:
         self.fidx[self.free] = np.arange(len(self.free))
         # the pairs coupled by any term: triangle edges, and the vertices opposite an interior
         # edge (bending springs, or the hinges' opposite corners, unless a linearized step's
-        # matrix bounds the hinges without them: energies.HingeBending.pair_couplings)
+        # matrix bounds the hinges without them: Scene.hinges_bounded)
         coupled = [cloth.tension_edges]
-        if not (scene.solver == "linearized" and cloth.bending == "hinge"):
+        if not scene.hinges_bounded:
             coupled.append(cloth.bending_edges)
         ends = self.fidx[np.concatenate(coupled)]
         self.system = BlockSystem(len(self.free), ends[(ends >= 0).all(axis=1)])
