@@ -13,14 +13,17 @@ F = 8  # frames
 
 def make_scene(kind):
     """Small scenes with hinge bending: smooth (no contact), sphere, plane, moving sphere, animated
-    pin with substeps; springs_smooth, springs_sphere: the same with bending springs; linearized_*:
-    the same with one linearized solve a step (Scene(solver="linearized"))."""
+    pin with substeps; springs_smooth, springs_sphere: the same with bending springs; stiff_smooth,
+    stiff_sphere: hinges 10× stiffer, whose linearized step takes the exact hinge matrix
+    (Scene.hinges_bounded); linearized_*: the same with one linearized solve a step
+    (Scene(solver="linearized"))."""
     rng = np.random.default_rng(7)
     solver = "linearized" if kind.startswith("linearized_") else "newton"
     kind = kind.removeprefix("linearized_")
     verts, tris = dc.grid(5, 5, size=0.4)
     bending = "springs" if kind.startswith("springs_") else "hinge"
-    kind = kind.removeprefix("springs_")
+    stiff = 10.0 if kind.startswith("stiff_") else 1.0
+    kind = kind.removeprefix("springs_").removeprefix("stiff_")
     n_t = dc.Cloth(verts, tris).n_tension
     cloth = dc.Cloth(
         verts,
@@ -29,7 +32,7 @@ def make_scene(kind):
         k_tension=rng.uniform(8, 14, n_t),
         damping=0.3,
         pinned=[20, 24],
-        k_bending=0.2 if bending == "springs" else 2e-3,
+        k_bending=0.2 if bending == "springs" else 2e-3 * stiff,
         bending=bending,
     )
     # converged far below the default tolerance: a central difference divides the forward's
@@ -124,6 +127,7 @@ SMOOTH = (
     "linearized_smooth",
     "linearized_pin_path",
     "linearized_springs_smooth",
+    "linearized_stiff_smooth",
 )  # no contact: the tighter tolerance
 
 
@@ -144,6 +148,8 @@ SMOOTH = (
         "linearized_pin_path",
         "linearized_springs_smooth",
         "linearized_springs_sphere",
+        "linearized_stiff_smooth",
+        "linearized_stiff_sphere",
     ],
 )
 def case(request):

@@ -128,6 +128,18 @@ def test_tangent_is_the_adjoint_transposed(pin_path, solver):
     assert forward == pytest.approx(reverse, rel=1e-8)
 
 
+def test_tangent_is_the_adjoint_transposed_with_the_exact_hinge_matrix():
+    """Linearized steps of stiff hinges take their exact matrix (Scene.hinges_bounded False)."""
+    from test_gradients import make_scene
+
+    scene = make_scene("linearized_stiff_sphere")
+    assert not scene.hinges_bounded
+    traj = dc.simulate(scene)
+    rng = np.random.default_rng(5)
+    forward, reverse = paired(scene, traj, random_direction(scene, rng), rng)
+    assert forward == pytest.approx(reverse, rel=1e-8)
+
+
 def test_bad_directions_name_the_field():
     scene = contact_scene()
     traj = dc.simulate(scene)
