@@ -279,13 +279,12 @@ def collider_pose(obj, role, frame):
 def uneven_sphere(obj, frame):
     """A warning for a sphere collider shown as an ellipsoid (an uneven scale), else None: DiffCloth's
     sphere is round, as large as the ellipsoid's longest axis."""
-    if obj.diffcloth.role != "SPHERE":
-        return None
-    scale = np.linalg.norm(np.array(obj.matrix_world)[:3, :3], axis=0)
-    if scale.max() <= 1.01 * scale.min():
+    mw = np.array(obj.matrix_world)
+    scale = np.linalg.norm(mw[:3, :3], axis=0)
+    if obj.diffcloth.role != "SPHERE" or scale.max() <= 1.01 * scale.min():
         return None
     return (
-        f"sphere collider '{obj.name}' is scaled unevenly at frame {frame} (scale {scale_text(np.array(obj.matrix_world))}): "
+        f"sphere collider '{obj.name}' is scaled unevenly at frame {frame} (scale {scale_text(mw)}): "
         "it collides as a round sphere as wide as its longest axis; give it one scale, or give the mesh "
         "Physics › Collision (and Role None) to collide with the shape shown"
     )
@@ -670,8 +669,9 @@ def gather(context, cloth_name=None, need_targets=True, use_active=True):
                 if embedding is not None:
                     render_pin_path.append(to_world(render_pins_local, mw))
                 for o in colliders:
-                    poses[o.name].append(collider_pose(o.evaluated_get(depsgraph), o.diffcloth.role, f))
-                    if o.name not in uneven and (message := uneven_sphere(o.evaluated_get(depsgraph), f)):
+                    ev = o.evaluated_get(depsgraph)
+                    poses[o.name].append(collider_pose(ev, o.diffcloth.role, f))
+                    if o.name not in uneven and (message := uneven_sphere(ev, f)):
                         uneven[o.name] = message
                 for reader in readers:
                     co, mw = evaluated_coords(reader.obj, depsgraph)

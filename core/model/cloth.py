@@ -28,10 +28,23 @@ class Cloth:
     one value per hinge (`hinges` order), the same cloth at any resolution; or "springs", the
     thesis's bending springs with k_bending in N/m per spring (`bending_edges` order). k_bending
     None takes the model's default (BENDING_DEFAULTS). damping is mass-proportional air damping
-    c (1/s): f = -c·m·v. pinned lists vertex indices whose positions are prescribed.
+    c (1/s): f = -c·m·v. pinned lists vertex indices whose positions are prescribed. fabric: the
+    Fabric the arguments came from (Fabric.cloth), so that messages name its settings; replace()
+    drops it.
     """
 
-    def __init__(self, verts, faces, mass=0.5, k_tension=20.0, k_bending=None, damping=0.0, pinned=(), bending="hinge"):
+    def __init__(
+        self,
+        verts,
+        faces,
+        mass=0.5,
+        k_tension=20.0,
+        k_bending=None,
+        damping=0.0,
+        pinned=(),
+        bending="hinge",
+        fabric=None,
+    ):
         if bending not in BENDING_DEFAULTS:
             raise ValueError(f"bending must be one of {', '.join(map(repr, BENDING_DEFAULTS))}, got {bending!r}")
         verts = np.array(verts, dtype=np.float64)
@@ -68,7 +81,7 @@ class Cloth:
         if len(pinned) == self.n:
             raise ValueError("every vertex is pinned: nothing to simulate")
         self.pinned = pinned
-        self.fabric = None  # the Fabric it was made of (Fabric.cloth): messages name its settings
+        self.fabric = fabric
 
     @property
     def n_tension(self):

@@ -53,9 +53,7 @@ class Fabric:
 
     def cloth(self, verts, faces, pinned=()):
         """The mesh as a Cloth of this fabric (hinge bending)."""
-        cloth = Cloth(verts, faces, pinned=pinned, **self.cloth_arguments(verts, faces))
-        cloth.fabric = self
-        return cloth
+        return Cloth(verts, faces, pinned=pinned, fabric=self, **self.cloth_arguments(verts, faces))
 
 
 def spring_factors(verts, tris, tension_edges, area=None):

@@ -1,5 +1,7 @@
 """A simulation setup: cloth, time discretization, initial state, colliders, controls."""
 
+import functools
+
 import numpy as np
 
 from .cloth import Cloth
@@ -40,7 +42,7 @@ SELF_DISTANCE_EDGES = 2.0
 
 def max_self_distance(cloth):
     """The largest self distance a cloth allows (m): SELF_DISTANCE_EDGES of its shortest rest edge."""
-    return SELF_DISTANCE_EDGES * float(np.linalg.norm(np.subtract(*cloth.rest[cloth.tension_edges.T]), axis=1).min())
+    return SELF_DISTANCE_EDGES * float(cloth.rest_lengths[: cloth.n_tension].min())
 
 
 # Limits on a step's stiffness that keep the motion right (docs/solver.md, "Stiffness, mass and
@@ -117,12 +119,13 @@ def check_bounds(scene):
     scene's solver simulates right at its time step (docs/solver.md), naming the setting, its value
     and the tightest limit that follows from the mesh and the step."""
     cloth, h = scene.cloth, scene.h
+    size = float(np.ptp(cloth.rest, axis=0).max())
+    lengths = cloth.rest_lengths[: cloth.n_tension]
     over = []  # (factor beyond its limit, term, why, remedy): every limit scales a term's value
 
     bending, tension, contact = _stiffness_parts(scene)
     if scene.solver == "newton":
         total = bending + tension + contact
-        size = float(np.ptp(cloth.rest, axis=0).max())
         limit = NEWTON_FLOOR * scene.tol * size / (np.finfo(float).eps * max(np.abs(scene.x0).max(), size))
         why, remedy = "Newton's rounding floor", "lower it or raise {substeps}"
     else:  # contact needs no precision there: it holds vertices, it makes no soft mode
@@ -133,9 +136,7 @@ def check_bounds(scene):
     over.append((total[i] / limit, max(parts, key=parts.get), why, remedy))
     if scene.solver == "linearized":
         m = cloth.masses * (1.0 + h * cloth.damping)
-        lengths2 = np.sum(np.subtract(*cloth.rest[cloth.tension_edges.T]) ** 2, axis=1)
-        size = float(np.ptp(cloth.rest, axis=0).max())
-        lock = h**2 * float(np.sum(cloth.k_tension * lengths2)) / (SHEET * float(m.sum()) * size**2)
+        lock = h**2 * float(np.sum(cloth.k_tension * lengths**2)) / (SHEET * float(m.sum()) * size**2)
         remedy = "lower it, raise {substeps}, or use {newton}"
         over.append((lock / STRETCH_LOCK, "tension", "the linearized step locks stiffer stretch", remedy))
     factor, term, why, remedy = max(over, key=lambda o: o[0])
@@ -155,7 +156,7 @@ def check_bounds(scene):
     values["contact"] = ("contact", scene.contact_stiffness, "N/m per kg")
     key, value, unit = values[term]
     step = f"1/{round(1 / h)} s" if abs(1 / h - round(1 / h)) < 1e-6 else f"{h:.3g} s"
-    cells = float(np.median(np.linalg.norm(np.subtract(*cloth.rest[cloth.tension_edges.T]), axis=1)))
+    cells = float(np.median(lengths))
     raise BoundsError(  # every term scales with 1/mass: the least mass that holds
         key,
         f"{{{key}}} {value:.3g} {unit} is too stiff for this cloth's {cells * 100:.2g} cm cells at {step} steps: "
@@ -305,7 +306,7 @@ class Scene:
         args.update(changes)
         return Scene(**args, bounds=False)
 
-    @property
+    @functools.cached_property
     def hinges_bounded(self):
         """Whether a step's matrix bounds the hinges' Hessian by one that couples mesh edges only
         (half the band, a factorization 2.2× faster): linearized steps, where that holds the cloth
