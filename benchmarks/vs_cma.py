@@ -289,8 +289,8 @@ def run_cma(problem, budget, seed=1, sigma0=None):
     bounds = cma_bounds(design.bounds)
     if bounds is not None:
         options["bounds"] = bounds
-    Clock = problem.module("solver.timing").Clock
-    threads = problem.module("solver.threads")
+    Clock = problem.module("numerics.timing").Clock
+    threads = problem.module("numerics.threads")
     trace = []
     t0 = time.perf_counter()
 

@@ -7,6 +7,7 @@ Euler step, its linear algebra, the simulation loop), `gradients` (adjoint and t
 """
 
 from .contact.colliders import MeshCollider, Plane, Sphere, inside_at_start
+from .design.gradcheck import check_gradient
 from .design.losses import KeyframeLoss
 from .design.optimize import OptimizeResult, optimize
 from .design.params import (
@@ -27,7 +28,6 @@ from .design.params import (
     weight_for_distance,
 )
 from .gradients.adjoint import Gradient, value_and_grad
-from .gradients.gradcheck import check_gradient
 from .model.cloth import Cloth
 from .model.material import PRESETS as FABRICS
 from .model.material import Fabric

@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 # Per Python of the supported Blenders, the scipy and threadpoolctl pins of its test stack
 # (requirements/py3XX-bpyY.Z.txt): the tests run against the versions that ship. scipy is not in
-# Blender; threadpoolctl keeps the solver on one BLAS thread (core/solver/threads.py).
+# Blender; threadpoolctl keeps the solver on one BLAS thread (core/numerics/threads.py).
 BUNDLED = {}
 for _req in sorted((ROOT / "requirements").glob("py3*-bpy*.txt")):
     BUNDLED["3." + re.match(r"py3(\d+)-", _req.name).group(1)] = [

@@ -238,7 +238,7 @@ def test_sparse_backend_agrees_with_banded(monkeypatch):
     loss = loss_for(scene)
     banded = dc.simulate(scene)
     value, grad = dc.value_and_grad(scene, loss, traj=banded)
-    monkeypatch.setattr(sys.modules["diffcloth.core.solver.linalg"], "BANDED_WORK_LIMIT", 0)
+    monkeypatch.setattr(sys.modules["diffcloth.core.numerics.linalg"], "BANDED_WORK_LIMIT", 0)
     assert Model(scene).system.backend == "sparse"
     sparse = dc.simulate(scene)
     assert sparse.stats.converged.all()

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 import diffcloth.core as dc
-from diffcloth.core.solver import linalg
+from diffcloth.core.numerics import linalg
+from diffcloth.core.numerics.linalg import Coupled
 from diffcloth.core.solver.integrator import Model
-from diffcloth.core.solver.linalg import Coupled
 
 
 def system_and_matrices(n=8):

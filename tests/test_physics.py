@@ -7,8 +7,10 @@ import numpy as np
 import pytest
 
 import diffcloth.core as dc
-from diffcloth.core.model.energies import Contact, spring_blocks, spring_geometry
+from diffcloth.core.contact.penalty import Contact
 from diffcloth.core.solver.integrator import Model
+from diffcloth.core.terms.contact import ColliderContact
+from diffcloth.core.terms.springs import spring_blocks, spring_geometry
 
 G = np.array([0.0, 0.0, -9.81])
 BENDING = ["hinge", "springs"]
@@ -26,7 +28,7 @@ def crumpled(n=5, seed=0, scale=0.05):
     return verts + np.random.default_rng(seed).normal(scale=scale, size=verts.shape)
 
 
-# --- energies: gradient and Hessian against finite differences ---------------------------------
+# --- terms: gradient and Hessian against finite differences ---------------------------------
 
 
 @pytest.mark.parametrize("bending", BENDING)
@@ -52,7 +54,7 @@ def test_gradient_and_hessian_match_finite_differences(colliders, bending):
     pt = model.point(y, x, xhat, u, 0)
     g = model.gradient(pt, x, xhat, u)
     if colliders:
-        assert len(pt.contact.active) >= 3  # the test exercises contact
+        assert len(pt.of(ColliderContact).active) >= 3  # the test exercises contact
     free, eps = model.free, 1e-6
 
     def energy(y):

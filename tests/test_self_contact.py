@@ -10,6 +10,7 @@ from test_tangent import paired
 
 import diffcloth.core as dc
 from diffcloth.core.model.mesh import crossing_pairs
+from diffcloth.core.terms.self_contact import SelfContact
 
 
 def two_layers(n=6, size=0.1, gap=0.012, rng_seed=0, k=60.0):
@@ -112,7 +113,7 @@ def test_gradients_through_self_contact_match_finite_differences(mu):
     pushing = 0
     for s in range(scene.n_steps):
         lag = model.potential.lag(traj.step_x[s], traj.step_v[s], s, traj.self_pairs[s])
-        sc = model.potential.at(traj.step_x[s + 1], s, lag).self_contact
+        sc = model.potential.at(traj.step_x[s + 1], s, lag).of(SelfContact)
         pushing += sc is not None and len(sc) > 0
     assert pushing >= 5  # the pairs push in most steps
     rng = np.random.default_rng(3)

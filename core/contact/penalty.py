@@ -221,7 +221,7 @@ class Contact:
 
     def __init__(self, scene, x, t, stiffness, vertices=None, lag=None):
         n = len(x)
-        self.energy = 0.0
+        self.y, self.energy = x, 0.0
         idx, normals, curvs, derivs, lag_curvs, anchors = [], [], [], [], [], []
         cand = np.zeros(n, bool)
         cand[np.arange(n) if vertices is None else vertices] = True

@@ -18,14 +18,14 @@ anchors the plane rather than p's projection: its weights are constant, and on t
 both give the same d.
 
 A pair's Hessian couples p with t's corners, which the mesh's sparsity pattern does not hold:
-core.solver.linalg.Coupled carries those blocks beside the pattern.
+core.numerics.linalg.Coupled carries those blocks beside the pattern.
 """
 
 import numpy as np
 from scipy.spatial import cKDTree
 
 from ..model.mesh import centroids, centroids_and_reach
-from ..solver.timing import timed
+from ..numerics.timing import timed
 from .colliders import closest_on_triangles
 from .penalty import Friction, combine, deep_penalty, penalty, spread
 

@@ -7,10 +7,10 @@ import numpy as np
 from scipy.optimize import minimize
 
 from ..gradients.adjoint import value_and_grad
+from ..numerics.threads import one_blas_thread
+from ..numerics.timing import Clock
 from ..solver.integrator import SimulationError
 from ..solver.simulate import simulate
-from ..solver.threads import one_blas_thread
-from ..solver.timing import Clock
 from . import gauss_newton
 from .params import Acceleration, Design
 

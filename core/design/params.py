@@ -7,6 +7,8 @@ that their scale and regularization mean the same at every mesh resolution.
 
 import numpy as np
 
+from ..model import fields
+
 # optimize's "auto" starts Gauss–Newton again from the keys (Acceleration.from_keys) for the
 # vertices they take more than this far off the motion it started from
 FROM_KEYS_OFF = 0.005
@@ -614,23 +616,14 @@ class Design:
 
     def fields(self, theta):
         sc = self.base
-        design = {
-            "k_tension": sc.cloth.k_tension,
-            "k_bending": sc.cloth.k_bending,
-            "x0": sc.x0.copy(),
-            "v0": sc.v0,
-            "forces": np.zeros((sc.steps, sc.cloth.n, 3)) if sc.forces is None else sc.forces,
-            "pin_path": sc.pin_path,
-            "friction": np.array([c.friction for c in sc.colliders]),
-            "self_friction": sc.self_friction,
-        }
+        design = fields.read(sc)
         for p, sl in zip(self.params, self.slices):
             p.apply(theta[sl], design, sc)
         return design
 
     def scene(self, theta, design=None):
         d = self.fields(theta) if design is None else design
-        cloth = self.base.cloth.replace(k_tension=d["k_tension"], k_bending=d["k_bending"])
+        cloth = self.base.cloth.replace(**{name: d[name] for name in fields.CLOTH})
         forces = None if self.base.forces is None and not np.any(d["forces"]) else d["forces"]
         colliders = [
             c if c.friction == mu else c.replace(friction=max(float(mu), 0.0))

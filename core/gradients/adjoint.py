@@ -24,13 +24,16 @@ the derivative of Ã itself: with Δ = x′ − x̂ and T(α) = ∇ₓ(αᵀ·H�
 both recursions agree).
 """
 
+import dataclasses
+
 import numpy as np
 
 from ..contact.penalty import StepLag
+from ..model import fields
+from ..numerics.threads import one_blas_thread
+from ..numerics.timing import timed
 from ..solver.integrator import Model, pcg, refined
 from ..solver.simulate import FACTOR_BUDGET, simulate
-from ..solver.threads import one_blas_thread
-from ..solver.timing import timed
 
 ADJOINT_RTOL = 1e-12
 # bytes of per-step states and matrices a Linearization keeps for later passes (a 64×64 cloth:
@@ -38,14 +41,10 @@ ADJOINT_RTOL = 1e-12
 LINEARIZATION_BUDGET = 1 << 28
 
 
-class Gradient:
-    """dg/d(design): k_tension (St,), k_bending (one per hinge or bending spring), x0 (n,3),
-    v0 (n,3), forces (steps,n,3), damping, contact_stiffness (scalars), friction (one per
-    collider), self_friction, pin_path ((steps+1, n_pinned, 3), or None when the scene has no pin path: the pins
-    then sit at x0 and their gradient is in x0)."""
-
-    def __init__(self, **fields):
-        self.__dict__.update(fields)
+Gradient = dataclasses.make_dataclass("Gradient", fields.NAMES)
+Gradient.__module__ = __name__  # pickled by name (a worker process sends it back)
+Gradient.__doc__ = """dg/d(design), one attribute per design field (core.model.fields: its shape; pin_path
+is None when the scene has no pin path: the pins then sit at x0 and their gradient is in x0)."""
 
 
 class Linearization:
@@ -187,13 +186,7 @@ def backward(scene, traj, gx_frames, gv_frames, lin=None):
     def partial(frames_arr, s):
         return frames_arr[s // sub] if s % sub == 0 else None
 
-    gdesign = dict(
-        k_tension=np.zeros(scene.cloth.n_tension),
-        k_bending=np.zeros(scene.cloth.n_bending),
-        contact_stiffness=0.0,
-        friction=np.zeros(len(scene.colliders)),
-        self_friction=0.0,
-    )
+    gdesign = fields.zeros(scene, fields.PHYSICAL)
     gforces = np.zeros((scene.steps, scene.cloth.n, 3))
     gdamp = 0.0
     gpin = np.zeros((ns + 1, len(pinned), 3))  # dg/d(pinned positions) at every step

@@ -16,23 +16,11 @@ prediction's change (δx + h·δv, the pins' own).
 
 import numpy as np
 
+from ..model import fields
 from ..model.scene import at_step
-from ..solver.threads import one_blas_thread
-from ..solver.timing import timed
+from ..numerics.threads import one_blas_thread
+from ..numerics.timing import timed
 from .adjoint import Linearization
-
-FIELDS = (
-    "k_tension",
-    "k_bending",
-    "x0",
-    "v0",
-    "forces",
-    "damping",
-    "contact_stiffness",
-    "friction",
-    "self_friction",
-    "pin_path",
-)
 
 
 class Tangent:
@@ -46,26 +34,15 @@ class Tangent:
 
 def _direction(scene, direction):
     """The direction's fields as float arrays of their full shapes, absent ones zero."""
-    unknown = set(direction) - set(FIELDS)
+    unknown = set(direction) - set(fields.NAMES)
     if unknown:
-        raise ValueError(f"unknown design field(s) {', '.join(sorted(unknown))}; expected some of {', '.join(FIELDS)}")
-    n, cloth = scene.cloth.n, scene.cloth
-    shapes = dict(
-        k_tension=(cloth.n_tension,),
-        k_bending=(cloth.n_bending,),
-        x0=(n, 3),
-        v0=(n, 3),
-        forces=(scene.steps, n, 3),
-        damping=(),
-        contact_stiffness=(),
-        friction=(len(scene.colliders),),
-        self_friction=(),
-        pin_path=(scene.steps + 1, len(cloth.pinned), 3),
-    )
+        raise ValueError(
+            f"unknown design field(s) {', '.join(sorted(unknown))}; expected some of {', '.join(fields.NAMES)}"
+        )
     if direction.get("pin_path") is not None and scene.pin_path is None:
         raise ValueError("a pin_path direction needs a scene with a pin path (its pins sit at x0: use x0)")
     out = {}
-    for field, shape in shapes.items():
+    for field, shape in fields.shapes(scene).items():
         value = direction.get(field)
         out[field] = np.zeros(shape) if value is None else np.array(np.broadcast_to(np.asarray(value, float), shape))
     return out
@@ -74,9 +51,8 @@ def _direction(scene, direction):
 @timed("tangent")
 @one_blas_thread
 def tangent(scene, traj, direction, lin=None):
-    """The Tangent of `traj` (simulate(scene)'s) along `direction`: a dict of design fields named
-    as Gradient's (k_tension, k_bending, x0, v0, forces, damping, contact_stiffness, friction, self_friction,
-    pin_path), absent ones zero. lin: the trajectory's Linearization, to share it between passes."""
+    """The Tangent of `traj` (simulate(scene)'s) along `direction`: a dict of design fields
+    (core.model.fields), absent ones zero. lin: the trajectory's Linearization, to share it between passes."""
     lin = Linearization(scene, traj) if lin is None else lin
     d = _direction(scene, direction)
     model = lin.model
@@ -89,13 +65,7 @@ def tangent(scene, traj, direction, lin=None):
         return d["x0"][pinned] if scene.pin_path is None else at_step(d["pin_path"], s, sub)
 
     moving_pins = bool(np.any(d["x0"][pinned] if scene.pin_path is None else d["pin_path"]))
-    stiffness = bool(
-        np.any(d["k_tension"])
-        or np.any(d["k_bending"])
-        or d["contact_stiffness"]
-        or np.any(d["friction"])
-        or d["self_friction"]
-    )
+    stiffness = any(np.any(d[name]) for name in fields.PHYSICAL)
     dxs, dvs = np.zeros((ns + 1, n, 3)), np.zeros((ns + 1, n, 3))
     dxs[0] = d["x0"]
     dxs[0, pinned] = pins_at(0)
@@ -109,9 +79,7 @@ def tangent(scene, traj, direction, lin=None):
             pinned_step[pinned] = pins_at(s + 1)
             push += potential.hess_vec(pt, pinned_step)
         if stiffness:
-            push += potential.design_tangent(
-                pt, d["k_tension"], d["k_bending"], d["contact_stiffness"], d["friction"], d["self_friction"]
-            )
+            push += potential.design_tangent(pt, d)
         push += potential.lag_tangent(pt, dxs[s], dvs[s])
         push -= d["forces"][s // sub]
         if d["damping"]:
@@ -150,5 +118,5 @@ def _own_matrix_change(lin, s, pt, dxhat, pinned_step, d):
         - (1 + model.h * model.c) * model.mf[:, None] * free_part[free]
     ) / model.h**2
     if d is not None:
-        out -= potential.design_hess_tangent(pt, d["k_tension"], d["k_bending"], d["contact_stiffness"], delta)
+        out -= potential.design_hess_tangent(pt, d, delta)
     return out

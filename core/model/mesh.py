@@ -166,3 +166,32 @@ def crossing_pairs(x, tris):
     hit = ok & (u >= 0) & (v >= 0) & (u + v <= 1) & (along >= 0) & (along <= 1)
     found = np.sort(np.column_stack([t[hit], owner[k[hit]]]), axis=1)
     return np.unique(found, axis=0)
+
+
+def hinge_weights(rest, hinges):
+    """Per hinge (x0, x1 the edge, x2, x3 opposite): cotangent weights w (H,4) and the area of
+    its two triangles (H,).
+
+    w is the one combination (up to scale) with Σwᵢ = 0 and Σwᵢx̄ᵢ = 0 over the hinge unfolded
+    flat: with αⱼ, βⱼ the angles at xⱼ in triangles (x0,x1,x2), (x0,x1,x3),
+    w = (−cot α₁ − cot β₁, −cot α₀ − cot β₀, cot α₀ + cot α₁, cot β₀ + cot β₁)
+    (Bergou et al. 2006, up to sign). Folding the hinge by θ about its edge makes
+    ‖Σwᵢxᵢ‖ = 2·|e|·sin(θ/2) ≈ |e|·θ. Angles are intrinsic, so a curved rest mesh gets the weights
+    of its flat development and has Σwᵢx̄ᵢ ≠ 0: its rest shape carries bending energy.
+    """
+    x0, x1, x2, x3 = (rest[hinges[:, i]] for i in range(4))
+    e = x1 - x0
+
+    def cotangents(p):  # at x0 and x1 of triangle (x0, x1, p), and twice its area
+        twice_area = np.linalg.norm(np.cross(e, p - x0), axis=1)
+        return (
+            np.einsum("ij,ij->i", e, p - x0) / twice_area,
+            np.einsum("ij,ij->i", -e, p - x1) / twice_area,
+            twice_area,
+        )
+
+    a0, a1, twice_a = cotangents(x2)
+    b0, b1, twice_b = cotangents(x3)
+    w = np.stack([np.zeros_like(a0), -(a0 + b0), a0 + a1, b0 + b1], axis=1)
+    w[:, 0] = -w[:, 1:].sum(axis=1)  # Σwᵢ = 0 exactly: rigid translations cost nothing
+    return w, 0.5 * (twice_a + twice_b)

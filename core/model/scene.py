@@ -5,8 +5,8 @@ import functools
 import numpy as np
 
 from .cloth import Cloth
-from .energies import hinge_weights
 from .material import SHEET
+from .mesh import hinge_weights
 
 
 def _array(value, shapes, what):
@@ -52,7 +52,7 @@ PRECISION_STIFFNESS = 1e12
 # Newton stops at its residual's rounding floor ε·|x|·h²K/m, converged within 1e3·tol
 # (integrator.FLOOR_SLACK): this margin under it (a 12×12 plate of bending 1e5 N·m, 3.9e8, failed)
 NEWTON_FLOOR = 250.0
-# a linearized step's hinge matrix bounded to mesh edges (energies.HingeBending.pair_couplings(bound=True))
+# a linearized step's hinge matrix bounded to mesh edges (terms.hinges.HingeBending.pair_couplings(bound=True))
 # resists rigid rotation, as a zero-length spring between each hinge's opposite vertices: beyond this
 # h² times that stiffness over the cloth's polar inertia (hinge_drag), the step takes the exact hinge
 # matrix instead, whose pattern is twice as wide (HINGE_DRAG_EXACT: docs/solver.md)

@@ -2,7 +2,7 @@
 
     E(y) = ½h⁻²‖y − x − h·v‖²_M + ½h⁻¹·c‖y − x‖²_M + Φ(y) − uᵀy,   x′ = argmin E,  v′ = (x′ − x)/h
 
-with Φ the cloth's potential (core.model.energies: springs, hinge bending, gravity, contact). Unknowns
+with Φ the cloth's potential (core.terms: springs, hinge bending, gravity, contact, friction). Unknowns
 are the free (unpinned) vertices.
 
 Newton's matrix is E's Hessian with one change: the transverse stiffness t/L of a spring uses a
@@ -23,9 +23,10 @@ needs too many iterations; then the current matrix is factored.
 import numpy as np
 
 from ..contact.penalty import project_out
-from ..model.energies import Potential
-from .linalg import BlockSystem, Coupled
-from .timing import timed
+from ..numerics.linalg import BlockSystem, Coupled
+from ..numerics.timing import timed
+from ..terms.base import HessianMode
+from ..terms.potential import Potential
 
 CG_MAX_ITER = 6
 # a CG solve whose residual lags this factor behind a steady pace to its tolerance is given up
@@ -86,7 +87,6 @@ class Model:
         ends = self.fidx[np.concatenate(coupled)]
         self.system = BlockSystem(len(self.free), ends[(ends >= 0).all(axis=1)])
         self.potential = Potential(scene, self.system, self.fidx, self.h**2)
-        self.springs = self.potential.springs
         self.mf = self.m[self.free]
         self.mass_diag = (self.mf * (1.0 + self.h * self.c))[:, None, None] * np.eye(3)
         self.mass_data = np.zeros(self.system.size)
@@ -116,10 +116,10 @@ class Model:
             grad -= u
         return grad[self.free]
 
-    def matrix(self, pt, tension=None, beta=1.0, shift=0.0, projected=False):
-        """Storage data of M(1 + hc)(1 + shift) + h²∇²Φ at pt (see Potential.hessian for
-        tension, beta and projected: with all default it is h²∇²E)."""
-        data = self.potential.hessian(pt, tension, beta, projected)
+    def matrix(self, pt, carried=None, beta=1.0, shift=0.0, projected=False):
+        """Storage data of M(1 + hc)(1 + shift) + h²∇²Φ at pt (see terms.base.HessianMode for
+        carried, beta and projected: with all default it is h²∇²E)."""
+        data = self.potential.hessian(pt, HessianMode(carried, beta, projected))
         if isinstance(data, Coupled):
             return data.plus_diagonal_data((1.0 + shift) * self.mass_data)
         return data + (1.0 + shift) * self.mass_data
@@ -380,7 +380,7 @@ class Stepper:
 
     def _converge(self, x, v, s, guess):
         md, sc = self.model, self.model.scene
-        h, k = md.h, md.springs.k
+        h = md.h
         u = sc.force_at(s)
         xhat = x + h * v
         y = xhat.copy()
@@ -395,7 +395,7 @@ class Stepper:
         # from a guess, Newton stays near it: the expanding line search and the steps along
         # negative curvature, there to leave saddles and crawls, would jump to another branch
         local = guess is not None and pt is other
-        tension = k * pt.stretch if self.tension is None else self.tension
+        tension = md.potential.newton_forces(pt) if self.tension is None else self.tension
         to_pos = h * h / md.mf[:, None]
         self.blend, self.skip_full = 0, 0
         res = prev = best = np.inf
@@ -427,7 +427,7 @@ class Stepper:
                 escaped = self._curvature_step(pt, neg.reshape(-1, 3), g, d, x, xhat, u, s)
                 if escaped is not None:
                     pt, prev = escaped, res
-                    tension = k * pt.stretch
+                    tension = md.potential.newton_forces(pt)
                     continue
             old = pt
             pt, alpha = self._line_search(pt, d, g, x, xhat, u, s, fresh, blended and not local)
@@ -435,10 +435,9 @@ class Stepper:
                 # the mixed form's force update: the tension the linearization predicts
                 full = np.zeros_like(y)
                 full[md.free] = alpha * d
-                moved = np.einsum("ij,ij->i", old.dir, md.springs.across @ full)
-                tension = (1 - alpha) * tension + k * (old.stretch * alpha + moved)
+                tension = md.potential.newton_update(tension, old, full, alpha)
             prev = res
-        self.tension = k * pt.stretch
+        self.tension = md.potential.newton_forces(pt)
         return pt.y, it, res, res <= (FLOOR_SLACK if floor else 1.0) * md.tol
 
     def _curvature_step(self, pt, p, g, d, x, xhat, u, s):

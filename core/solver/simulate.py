@@ -3,9 +3,9 @@
 import numpy as np
 
 from ..model.mesh import crossing_pairs
+from ..numerics.threads import one_blas_thread
+from ..numerics.timing import Clock, timed
 from .integrator import LinearizedStepper, Model, Stepper
-from .threads import one_blas_thread
-from .timing import Clock, timed
 
 # bytes of factorizations kept for the adjoint pass; steps beyond it are refactored backward.
 # A 64×64 cloth's SuperLU factor holds 23 MB of entries (plus SuperLU's own overhead): keeping

@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from ..design.optimize import Objective
-from ..design.params import Design
+from .optimize import Objective
+from .params import Design
 
 
 def check_gradient(scene, loss, params, eps=1e-6, components=(), directions=1, seed=0):

@@ -1,0 +1,70 @@
+"""Lagged smooth Coulomb friction with the colliders and between the cloth's layers
+(core.contact.penalty.Friction: a potential within one step)."""
+
+import numpy as np
+
+from .base import Term
+
+
+class Friction(Term):
+    """Every friction contact of a step: per collider with friction, and the cloth's own pairs
+    (Self Friction), each a Friction the step's StepLag made at its start."""
+
+    fields = ("friction", "self_friction", "contact_stiffness")
+
+    def __init__(self, pot):
+        self.fidx, self.contact_stiffness = pot.fidx, pot.scene.contact_stiffness
+
+    @classmethod
+    def build(cls, pot):
+        sc = pot.scene
+        rubs = any(c.friction > 0 for c in sc.colliders) or (sc.self_distance > 0 and sc.self_friction > 0)
+        return [cls(pot)] if rubs else []
+
+    def at(self, y, s, lag):
+        """Per Friction of the step: (its collider's index, None the cloth's own; its terms at y)."""
+        return [] if lag is None else [(c, f.at(y)) for c, f in lag.frictions()]
+
+    def energy(self, q):
+        return sum(fs.energy for _, fs in q)
+
+    def add_gradient(self, q, out):
+        for _, fs in q:
+            fs.add_gradient(out)
+
+    def hessian(self, q, acc, mode):  # positive semidefinite as it is
+        for col, fs in q:
+            if col is None:
+                acc.add_pairs(fs.f.stencil, fs.f.triangle, fs.hess)
+            else:
+                acc.add_diagonal(fs.f.stencil[:, 0], fs.hess)
+
+    def add_hess_vec(self, q, v, out):
+        for _, fs in q:
+            fs.add_hess_vec(out, v)
+
+    def add_lag_gradient(self, q, v, out, out_v):
+        for _, fs in q:
+            fs.add_lag_gradient(out, out_v, v)
+
+    def add_lag_tangent(self, q, dxs, dvs, out):
+        for _, fs in q:
+            fs.add_lag_tangent(out, dxs, dvs)
+
+    def design_gradient(self, q, v, out):
+        """Linear in μ and in λ, whose share `stiff` is the penalty's, linear in the contact stiffness."""
+        for col, fs in q:
+            per = np.einsum("ai,ai->a", fs.f.combine(v), fs.grad)
+            part = float(per.sum())
+            out["contact_stiffness"] += float(per @ fs.f.stiff) / self.contact_stiffness
+            if col is None:
+                out["self_friction"] += part / fs.f.mu
+            else:
+                out["friction"][col] += part / fs.f.mu
+
+    def design_tangent(self, q, dp, out):
+        for col, fs in q:
+            dmu = dp["self_friction"] if col is None else dp["friction"][col]
+            rate = dp["contact_stiffness"] / self.contact_stiffness * fs.f.stiff + dmu / fs.f.mu
+            if rate.any():
+                fs.f.spread(out, fs.grad * rate[:, None])

@@ -1,0 +1,186 @@
+"""The cloth's potential Φ: the sum of the scene's energy terms, and what Newton's method, the
+adjoint and the tangent read from it, each a loop over the terms (core.terms.base.Term)."""
+
+import numpy as np
+
+from ..contact.penalty import StepLag
+from ..contact.self_contact import SelfQuery
+from ..model import fields
+from ..numerics.linalg import Coupled
+from .contact import ColliderContact
+from .friction import Friction
+from .gravity import Gravity
+from .hinges import HingeBending
+from .self_contact import SelfContact
+from .springs import Springs
+
+# every term, in the order their contributions are summed: a new term is one class and a line here
+TERMS = (Springs, HingeBending, Gravity, ColliderContact, Friction, SelfContact)
+
+
+class Hessian:
+    """A Hessian being assembled over a BlockSystem's free vertices: its pattern's storage data,
+    plus blocks of vertex–triangle pairs outside the pattern (self-contact, self-friction), which
+    make it a linalg.Coupled matrix."""
+
+    def __init__(self, pot):
+        self.pot, self.data, self.pairs = pot, np.zeros(pot.system.size), []
+
+    def add_diagonal(self, vertices, blocks):
+        """h²·blocks (k,3,3) on the diagonal blocks of vertices (pins skipped)."""
+        p = self.pot.fidx[vertices]
+        free = p >= 0
+        self.pot.system.add_diagonal(self.data, p[free], self.pot.hess_scale * blocks[free])
+
+    def add_pairs(self, stencil, triangle, blocks):
+        """h²·blocks M (P,3,3) of vertex–triangle pairs (stencils (P,4): the vertex, then the
+        triangle's corners; their triangles (P,)), spread by core.contact.self_contact.WEIGHTS."""
+        self.pairs.append((stencil, triangle, blocks))
+
+    def result(self):
+        if not self.pairs:
+            return self.data
+        stencil, triangle, blocks = (np.concatenate(a) for a in zip(*self.pairs))
+        return self._coupled(stencil, triangle, blocks)
+
+    def _coupled(self, stencil, triangle, blocks):
+        """wₖwₗ·M on the vertex's and the triangle's blocks in the pattern, and on the
+        vertex–corner blocks beside it."""
+        pot = self.pot
+        m = pot.hess_scale * blocks
+        p = pot.fidx[stencil[:, 0]]
+        free = p >= 0
+        data = self.data
+        pot.system.add_diagonal(data, p[free], m[free])
+        slots = pot.self_slots[triangle]  # (P,9,9)
+        held = slots >= 0
+        np.add.at(data, slots[held], np.broadcast_to((m / 9).reshape(-1, 1, 9), slots.shape)[held])
+        corners = pot.fidx[stencil[:, 1:]]
+        both = free[:, None] & (corners >= 0)
+        rows = np.broadcast_to(p[:, None], corners.shape)[both]
+        couplings = np.broadcast_to(-m[:, None] / 3, corners.shape + (3, 3))[both]
+        return Coupled(data, pot.system.coupling(rows, corners[both], couplings))
+
+
+class State:
+    """The terms' quantities at positions y of integrator step s and Φ(y); the integrator adds its
+    incremental potential as `energy`."""
+
+    def __init__(self, potential, y, s, lag=None):
+        self.y = y
+        self.terms = [(term, term.at(y, s, lag)) for term in potential.terms]
+        self.phi = sum(term.energy(q) for term, q in self.terms)
+        self.energy = None
+
+    def of(self, kind):
+        """The quantities of the first term of class kind, None without one."""
+        return next((q for term, q in self.terms if isinstance(term, kind)), None)
+
+
+class Potential:
+    """Φ of a scene: its terms (TERMS), over a BlockSystem of the free vertices (fidx) whose
+    matrices hold hess_scale·∇²Φ (the integrator's h²)."""
+
+    def __init__(self, scene, system, fidx, hess_scale):
+        cloth = scene.cloth
+        self.scene, self.system, self.fidx, self.hess_scale = scene, system, fidx, hess_scale
+        self.free = np.flatnonzero(fidx >= 0)
+        self.masses = cloth.masses
+        self.contact_k = scene.contact_stiffness * cloth.masses
+        self.self_query = self.self_slots = None
+        if scene.self_distance > 0:
+            self.self_query = SelfQuery(cloth, scene.self_distance)
+            self.self_slots = system.triangle_slots(fidx[cloth.tris])
+        self.terms = [term for kind in TERMS for term in kind.build(self)]
+
+    def lag(self, x, v, s, pairs=None):
+        """What step s takes from its start state (contact.StepLag), or None when nothing does;
+        pairs: the self-contact pairs the step used (a step replayed)."""
+        return StepLag(self, x, v, s, pairs) if StepLag.needed(self.scene) else None
+
+    def grow_self_pairs(self, lag, x, end):
+        """Add to lag's self-contact planes the pairs within the self distance, or crossed, at end
+        (a solve's result); whether any was new."""
+        grown = lag.cloth.grown(x, end)
+        if grown is not None:
+            lag.set_cloth(grown)
+        return grown is not None
+
+    def at(self, y, s, lag=None):
+        return State(self, y, s, lag)
+
+    def _sum(self, st, method, *args):
+        out = np.zeros_like(st.y)
+        for term, q in st.terms:
+            getattr(term, method)(q, *args, out)
+        return out
+
+    def gradient(self, st):
+        """∇Φ (n,3)."""
+        return self._sum(st, "add_gradient")
+
+    def hessian(self, st, mode):
+        """Storage data (or a linalg.Coupled) of hess_scale·∇²Φ at st over the free vertices,
+        the matrix mode (terms.base.HessianMode) says."""
+        acc = Hessian(self)
+        for term, q in st.terms:
+            term.hessian(q, acc, mode)
+        return acc.result()
+
+    def hess_vec(self, st, v):
+        """∇²Φ·v (n,3), exact, over all vertices."""
+        return self._sum(st, "add_hess_vec", v)
+
+    def third(self, st, a, b):
+        """∇ₓ(aᵀ·H̃(x)·b) (n,3) for a linearized step's matrix H̃."""
+        return self._sum(st, "add_third", a, b)
+
+    def third_tangent(self, st, w, b):
+        """(∂H̃[w])·b (n,3): the derivative of H̃·b along positions w."""
+        return self._sum(st, "add_third_tangent", w, b)
+
+    def lag_gradient(self, st, v):
+        """∂(∇Φ·v)/∂xₛ and ∂(∇Φ·v)/∂vₛ (n,3 each): how the step's start moves its terms (a
+        mesh's planes, friction's lagged normal force, normal and anchor; zero without them)."""
+        out, out_v = np.zeros_like(st.y), np.zeros_like(st.y)
+        for term, q in st.terms:
+            term.add_lag_gradient(q, v, out, out_v)
+        return out, out_v
+
+    def lag_tangent(self, st, dxs, dvs):
+        """(∂∇Φ/∂xₛ)·δxₛ + (∂∇Φ/∂vₛ)·δvₛ (n,3): the forward counterpart of lag_gradient."""
+        return self._sum(st, "add_lag_tangent", dxs, dvs)
+
+    def design_gradient(self, st, v):
+        """∂(∇Φ·v)/∂p for the design's physical fields (core.model.fields.PHYSICAL)."""
+        out = fields.zeros(self.scene, fields.PHYSICAL)
+        for term, q in st.terms:
+            term.design_gradient(q, v, out)
+        return out
+
+    def design_tangent(self, st, dp):
+        """(∂∇Φ/∂p)·δp (n,3) for a design direction dp (all physical fields present)."""
+        return self._sum(st, "design_tangent", dp)
+
+    def design_hess(self, st, a, b):
+        """∂(aᵀ·H̃·b)/∂p for the physical fields, as design_gradient gives ∂(∇Φ·v)/∂p."""
+        out = fields.zeros(self.scene, fields.PHYSICAL)
+        for term, q in st.terms:
+            term.design_hess(q, a, b, out)
+        return out
+
+    def design_hess_tangent(self, st, dp, b):
+        """(∂H̃/∂p·δp)·b (n,3): the forward counterpart of design_hess."""
+        return self._sum(st, "design_hess_tangent", dp, b)
+
+    def newton_forces(self, st):
+        """The forces Newton's mixed form carries from st, per term that has them."""
+        return {term: f for term, q in st.terms if (f := term.newton_forces(q)) is not None}
+
+    def newton_update(self, forces, old, step, alpha):
+        """The carried forces after a Newton step alpha·d (step: that displacement, n×3) from old."""
+        return {
+            term: term.newton_update(f, q, step, alpha)
+            for (term, q) in old.terms
+            if (f := forces.get(term)) is not None
+        }
