@@ -163,6 +163,53 @@ def choose_method(method, loss, design):
 
 
 @one_blas_thread
+def _checked(scene, loss, params, within):
+    """The Design of params, after checking the loss and `within` fit the scene."""
+    loss.check(scene.cloth.n, scene.steps)
+    if within is not None:
+        if not (isinstance(within, (int, float)) and np.isfinite(within) and within > 0):
+            raise ValueError(f"within (the keys' distance to stop at) must be a positive length in m, got {within!r}")
+        if not getattr(loss, "targets", None):
+            raise ValueError("within needs a loss with position targets (a KeyframeLoss) to measure distances to")
+    design = Design(scene, params)
+    if set(loss.targets) | set(loss.velocity_targets) <= {0} and any(
+        isinstance(p, Acceleration) for p in design.params
+    ):
+        raise ValueError("the targets are all at frame 0, before any control force acts: nothing to control")
+    return design
+
+
+def _rescue(design, loss, run, motion, reason, max_iter, tolerances):
+    """Where Gauss–Newton stalled: the method the run ends with and its stopping reason."""
+    gtol, ftol, rtol = tolerances
+    method = "gauss-newton"
+    if _stalled(run, reason, max_iter):
+        # its model of the loss is wrong here: cloth resting on a collider answers an upward
+        # force, in the linearization, with the contact's stiffness, ~1/(1 + h²κ) of what lifting
+        # it really does. Gauss–Newton again from a start taken from the keys, where the cloth is
+        # off the collider; the best design is kept.
+        start = design.from_keys(loss, motion)
+        if start is not None:
+            method = "gauss-newton, again from the keys"
+            reason = _again(design, loss, start, run, max_iter, gtol, rtol)
+            for _ in range(FROM_KEYS_ROUNDS):  # corrected from the best design's motion
+                before = run.loss
+                start = design.from_keys(loss, run.traj.x, run.theta)
+                if start is None or len(run.history) >= max_iter:
+                    break
+                reason = _again(design, loss, start, run, max_iter, gtol, rtol)
+                if run.loss > before * (1 - rtol):
+                    break
+    if _stalled(run, reason, max_iter):
+        # still (a corner of a cloth on a floor lifted 5 cm: Gauss–Newton no step; L-BFGS-B
+        # 8.8 → 3.6 mm in 20 iterations)
+        method += ", then l-bfgs-b"
+        f = Objective(design, loss)
+        value, grad = f(run.theta, run.traj.step_x)
+        reason = _lbfgsb(design, f, run, grad, max_iter, gtol, ftol)
+    return method, reason
+
+
 def optimize(
     scene,
     loss,
@@ -195,17 +242,7 @@ def optimize(
     within: stop (reason "within") once every position key's mean distance is at most this (m),
     as an artist's tolerance; None runs to the stopping rules above.
     """
-    loss.check(scene.cloth.n, scene.steps)
-    if within is not None:
-        if not (isinstance(within, (int, float)) and np.isfinite(within) and within > 0):
-            raise ValueError(f"within (the keys' distance to stop at) must be a positive length in m, got {within!r}")
-        if not getattr(loss, "targets", None):
-            raise ValueError("within needs a loss with position targets (a KeyframeLoss) to measure distances to")
-    design = Design(scene, params)
-    if set(loss.targets) | set(loss.velocity_targets) <= {0} and any(
-        isinstance(p, Acceleration) for p in design.params
-    ):
-        raise ValueError("the targets are all at frame 0, before any control force acts: nothing to control")
+    design = _checked(scene, loss, params, within)
     automatic = method == "auto"
     method = choose_method(method, loss, design)
     with Clock() as clock:
@@ -229,30 +266,8 @@ def optimize(
                     if method == "gauss-newton"
                     else _lbfgsb(design, f, run, grad0, max_iter, gtol, ftol)
                 )
-                if automatic and method == "gauss-newton" and _stalled(run, reason, max_iter):
-                    # its model of the loss is wrong here: cloth resting on a collider answers an
-                    # upward force, in the linearization, with the contact's stiffness, ~1/(1 + h²κ)
-                    # of what lifting it really does. Gauss–Newton again from a start taken from
-                    # the keys, where the cloth is off the collider; the best design is kept.
-                    start = design.from_keys(loss, motion)
-                    if start is not None:
-                        method = "gauss-newton, again from the keys"
-                        reason = _again(design, loss, start, run, max_iter, gtol, rtol)
-                        for _ in range(FROM_KEYS_ROUNDS):  # corrected from the best design's motion
-                            before = run.loss
-                            start = design.from_keys(loss, run.traj.x, run.theta)
-                            if start is None or len(run.history) >= max_iter:
-                                break
-                            reason = _again(design, loss, start, run, max_iter, gtol, rtol)
-                            if run.loss > before * (1 - rtol):
-                                break
-                if automatic and method.startswith("gauss-newton") and _stalled(run, reason, max_iter):
-                    # still (a corner of a cloth on a floor lifted 5 cm: Gauss–Newton no step;
-                    # L-BFGS-B 8.8 → 3.6 mm in 20 iterations)
-                    method += ", then l-bfgs-b"
-                    f = Objective(design, loss)
-                    value, grad = f(run.theta, run.traj.step_x)
-                    reason = _lbfgsb(design, f, run, grad, max_iter, gtol, ftol)
+                if automatic and method == "gauss-newton":
+                    method, reason = _rescue(design, loss, run, motion, reason, max_iter, (gtol, ftol, rtol))
             except _Stop as stop:
                 reason = stop.args[0]
         else:
