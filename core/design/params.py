@@ -62,10 +62,11 @@ class Param:
 
 
 class GlobalStiffness(Param):
-    """One stiffness for all tension springs and/or all bending elements (hinges or bending
-    springs, as the cloth's model has them), θ = log k̄ of their mean k̄: the scene's springs
-    scaled together, so a fabric's springs (core.model.material, which vary with the triangles) keep
-    their proportions and a uniform cloth gets k = exp(θ) everywhere."""
+    """One stiffness for the cloth's in-plane springs and/or all bending elements (hinges or
+    bending springs, as the cloth's model has them), θ = log k̄ of their mean k̄ (the tension
+    springs' mean for the in-plane ones): the scene's springs scaled together, so a fabric's
+    springs (core.model.material, which vary with the triangles) keep their proportions, its
+    compression and shear their ratio to its stretch, and a uniform cloth gets k = exp(θ)."""
 
     name = "stiffness"
 
@@ -74,7 +75,7 @@ class GlobalStiffness(Param):
         if not (tension or bending):
             raise ValueError("GlobalStiffness needs tension and/or bending")
         self.kinds = [k for k, on in (("k_tension", tension), ("k_bending", bending)) if on]
-        self.overwrites = tuple(self.kinds)
+        self.overwrites = tuple(self.kinds) + (("k_compression", "k_shear") if tension else ())
 
     def initial(self, scene):
         return np.log([getattr(scene.cloth, k).mean() for k in self.kinds])
@@ -83,23 +84,33 @@ class GlobalStiffness(Param):
         return float(np.log(value))
 
     @staticmethod
-    def _shape(scene, kind):
-        """The scene's springs of a kind relative to their mean."""
-        k = getattr(scene.cloth, kind)
-        return k / k.mean()
+    def _shapes(scene, kind):
+        """{field: its springs relative to the kind's mean} of the fields a kind's θ scales."""
+        cloth = scene.cloth
+        fields = [kind]
+        if kind == "k_tension":
+            fields += ["k_compression"] if cloth.own_compression is not None else []
+            fields += ["k_shear"] if cloth.n_shear else []
+        mean = getattr(cloth, kind).mean()
+        return {f: getattr(cloth, f) / mean for f in fields}
 
     def apply(self, theta, design, scene):
         for k, t in zip(self.kinds, theta):
-            design[k] = self._shape(scene, k) * np.exp(t)
+            for f, shape in self._shapes(scene, k).items():
+                design[f] = shape * np.exp(t)
 
     def pullback(self, theta, grad, design, scene):
         return np.array(
-            [np.dot(getattr(grad, k), self._shape(scene, k)) * np.exp(t) for k, t in zip(self.kinds, theta)]
+            [
+                sum(np.dot(getattr(grad, f), shape) for f, shape in self._shapes(scene, k).items()) * np.exp(t)
+                for k, t in zip(self.kinds, theta)
+            ]
         )
 
     def jvp(self, theta, dtheta, design, tangent, scene):
         for k, t, dt in zip(self.kinds, theta, dtheta):
-            tangent[k] = tangent[k] + self._shape(scene, k) * np.exp(t) * dt
+            for f, shape in self._shapes(scene, k).items():
+                tangent[f] = tangent[f] + shape * np.exp(t) * dt
 
     def describe(self, theta):
         return {k: float(np.exp(t)) for k, t in zip(self.kinds, theta)}

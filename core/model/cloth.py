@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from .mesh import bending_springs, check_mesh, edges, lumped_masses, triangulate
+from .mesh import bending_springs, check_mesh, edges, lumped_masses, shear_mask, triangulate
 
 # bending models and their default stiffness: a rigidity in N·m for hinges, N/m per bending spring
 BENDING_DEFAULTS = {"hinge": 1e-4, "springs": 0.1}
@@ -22,8 +22,12 @@ def _positive_per_item(value, count, what):
 class Cloth:
     """A triangle mesh treated as a cloth of tension springs plus a bending model.
 
-    mass is the total mass (kg), lumped to vertices by triangle area. k_tension (N/m) is a scalar
-    or one value per tension spring (`tension_edges` order). bending selects the bending model:
+    mass is the total mass (kg), lumped to vertices by triangle area. The mesh's edges are springs:
+    its polygons' sides and the triangles' edges (`tension_edges`) resist stretch with k_tension and
+    compression with k_compression (N/m, scalars or one value per tension edge; k_compression None:
+    each edge's k_tension, one stiffness both ways, whose design field is k_tension); the diagonals that triangulating quads and larger polygons adds
+    (`shear_edges`, Blender's shear springs) resist both with k_shear (None: k_tension, which must
+    then be a scalar). bending selects the bending model:
     "hinge" (default), quadratic hinge bending with k_bending a bending rigidity (N·m), scalar or
     one value per hinge (`hinges` order), the same cloth at any resolution; or "springs", the
     thesis's bending springs with k_bending in N/m per spring (`bending_edges` order). k_bending
@@ -44,6 +48,8 @@ class Cloth:
         pinned=(),
         bending="hinge",
         fabric=None,
+        k_compression=None,
+        k_shear=None,
     ):
         if bending not in BENDING_DEFAULTS:
             raise ValueError(f"bending must be one of {', '.join(map(repr, BENDING_DEFAULTS))}, got {bending!r}")
@@ -51,10 +57,15 @@ class Cloth:
         tris = triangulate(faces)
         check_mesh(verts, tris)
         self.rest = verts
+        self.faces = faces if isinstance(faces, np.ndarray) else [list(f) for f in faces]
         self.tris = tris
         self.n = len(verts)
         self.bending = bending
         self.tension_edges, self.hinges = edges(tris)
+        self.shear_edges = np.zeros((0, 2), np.int64)
+        shear = shear_mask(self.tension_edges, self.faces)
+        if shear.any():
+            self.tension_edges, self.shear_edges = self.tension_edges[~shear], self.tension_edges[shear]
         self.bending_edges = bending_springs(self.hinges)
         lengths = self.rest_lengths
         if (lengths <= 1e-9 * np.ptp(verts, axis=0).max()).any():
@@ -67,6 +78,14 @@ class Cloth:
         self.mass = float(mass)
         self.masses = lumped_masses(verts, tris, self.mass)
         self.k_tension = _positive_per_item(k_tension, len(self.tension_edges), "k_tension")
+        self.own_compression = (
+            None if k_compression is None else _positive_per_item(k_compression, self.n_tension, "k_compression")
+        )
+        if k_shear is None and len(self.shear_edges):
+            if np.ndim(k_tension):
+                raise ValueError("k_shear must be given (per shear edge) where k_tension is given per tension edge")
+            k_shear = k_tension
+        self.k_shear = _positive_per_item(np.zeros(0) if k_shear is None else k_shear, self.n_shear, "k_shear")
         n_bending = len(self.hinges) if bending == "hinge" else len(self.bending_edges)
         self.k_bending = _positive_per_item(
             BENDING_DEFAULTS[bending] if k_bending is None else k_bending,
@@ -93,16 +112,25 @@ class Cloth:
         return len(self.k_bending)
 
     @property
+    def k_compression(self):
+        """Per tension edge, its stiffness under compression."""
+        return self.k_tension if self.own_compression is None else self.own_compression
+
+    @property
+    def n_shear(self):
+        return len(self.shear_edges)
+
+    @property
     def edges(self):
-        """All springs: tension, then (bending="springs") the bending springs."""
-        return (
-            self.tension_edges if self.bending == "hinge" else np.concatenate([self.tension_edges, self.bending_edges])
-        )
+        """All springs: tension, shear, then (bending="springs") the bending springs."""
+        springs = [self.tension_edges, self.shear_edges] + ([self.bending_edges] if self.bending == "springs" else [])
+        return np.concatenate(springs)
 
     @property
     def stiffness(self):
-        """The springs' k, in `edges` order."""
-        return self.k_tension if self.bending == "hinge" else np.concatenate([self.k_tension, self.k_bending])
+        """The springs' k in `edges` order (a tension edge's stretch stiffness)."""
+        ks = [self.k_tension, self.k_shear] + ([self.k_bending] if self.bending == "springs" else [])
+        return np.concatenate(ks)
 
     @property
     def rest_lengths(self):
@@ -114,9 +142,11 @@ class Cloth:
         from its default k_bending unless one is given."""
         args = dict(
             verts=self.rest,
-            faces=self.tris,
+            faces=self.faces,
             mass=self.mass,
             k_tension=self.k_tension,
+            k_compression=self.own_compression,
+            k_shear=self.k_shear,
             k_bending=self.k_bending,
             damping=self.damping,
             pinned=self.pinned,

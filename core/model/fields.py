@@ -36,6 +36,17 @@ FIELDS = (
         lambda sc: sc.cloth.k_bending,
         True,
     ),
+    Field(
+        "k_compression",
+        lambda sc: (sc.cloth.n_tension,),
+        "per tension spring under compression (N/m); None where it is k_tension",
+        True,
+        lambda sc: sc.cloth.own_compression,
+        True,
+    ),
+    Field(
+        "k_shear", lambda sc: (sc.cloth.n_shear,), "per shear diagonal (N/m)", True, lambda sc: sc.cloth.k_shear, True
+    ),
     Field("x0", lambda sc: (sc.cloth.n, 3), "initial positions (m)", read=lambda sc: sc.x0.copy()),
     Field("v0", lambda sc: (sc.cloth.n, 3), "initial velocities (m/s)", read=lambda sc: sc.v0),
     Field("forces", lambda sc: (sc.steps, sc.cloth.n, 3), "control force per frame and vertex (N)", read=_forces),

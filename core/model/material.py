@@ -2,14 +2,16 @@
 
 A Fabric is what textile testing reports of a cloth: areal density (kg/m²), stretch stiffness
 (N/m: force per unit width per unit strain, a sheet's 2D Young's modulus), bending rigidity
-(N·m, the hinge model's), plus the air damping a simulation adds (1/s, mass-proportional). The
+(N·m, the hinge model's), plus the air damping a simulation adds (1/s, mass-proportional). As
+Blender's Cloth, it may resist compression and shear (its quads' diagonals) with stiffnesses of
+their own (N/m; Blender's presets set all three equal, as these do by leaving them unset). The
 presets carry Blender's names; docs/solver.md says where each value comes from.
 """
 
 import numpy as np
 
 from .cloth import Cloth
-from .mesh import edges, triangle_areas, triangulate
+from .mesh import edges, shear_mask, triangle_areas, triangulate
 
 # spring constant per edge = SHEET·Y·A/L², A a third of the area of the edge's triangles: a mesh of
 # equilateral triangles then has the 2D Young's modulus Y (a triangular spring lattice has
@@ -18,10 +20,13 @@ SHEET = 3.0
 
 
 class Fabric:
-    """density (kg/m²), stretch (N/m), bending (N·m), damping (1/s)."""
+    """density (kg/m²), stretch (N/m), bending (N·m), damping (1/s); compression and shear (N/m,
+    None: the stretch stiffness)."""
 
-    def __init__(self, density, stretch, bending, damping=0.0, name="Custom"):
-        for what, value in (("density", density), ("stretch stiffness", stretch), ("bending rigidity", bending)):
+    def __init__(self, density, stretch, bending, damping=0.0, name="Custom", compression=None, shear=None):
+        values = (("density", density), ("stretch stiffness", stretch), ("bending rigidity", bending))
+        values += tuple((what, v) for what, v in (("compression", compression), ("shear", shear)) if v is not None)
+        for what, value in values:
             if not (np.isfinite(value) and value > 0):
                 raise ValueError(f"fabric {what} must be positive, got {value}")
         if not (np.isfinite(damping) and damping >= 0):
@@ -29,6 +34,8 @@ class Fabric:
         self.density, self.stretch, self.bending, self.damping = (
             float(v) for v in (density, stretch, bending, damping)
         )
+        self.compression = None if compression is None else float(compression)
+        self.shear = None if shear is None else float(shear)
         self.name = name
 
     def __repr__(self):
@@ -39,14 +46,19 @@ class Fabric:
 
     def cloth_arguments(self, verts, faces):
         """Cloth(...) keyword arguments that make the mesh this fabric: total mass, per-spring
-        k_tension (in Cloth.tension_edges order), k_bending and damping."""
+        k_tension and k_compression (in Cloth.tension_edges order), k_shear (Cloth.shear_edges),
+        k_bending and damping."""
         verts = np.asarray(verts, dtype=np.float64)
         tris = triangulate(faces)
         area = triangle_areas(verts, tris)
-        tension_edges, _ = edges(tris)
+        springs, _ = edges(tris)
+        factors = spring_factors(verts, tris, springs, area)
+        shear = shear_mask(springs, faces if isinstance(faces, np.ndarray) else [list(f) for f in faces])
         return dict(
             mass=self.density * float(area.sum()),
-            k_tension=self.stretch * spring_factors(verts, tris, tension_edges, area),
+            k_tension=self.stretch * factors[~shear],
+            k_compression=None if self.compression is None else self.compression * factors[~shear],
+            k_shear=(self.stretch if self.shear is None else self.shear) * factors[shear],
             k_bending=self.bending,
             damping=self.damping,
         )

@@ -45,6 +45,29 @@ def triangulate(faces):
     return np.asarray(tris, dtype=np.int64)
 
 
+def polygon_diagonals(faces):
+    """The edges triangulate(faces) adds inside polygons of more than three vertices (its fan's
+    chords), sorted (D,2); none for triangles."""
+    if isinstance(faces, np.ndarray) and faces.ndim == 2 and faces.shape[1] == 3:
+        return np.zeros((0, 2), np.int64)
+    chords = [(int(poly[0]), int(poly[t])) for poly in faces for t in range(2, len(poly) - 1)]
+    if not chords:
+        return np.zeros((0, 2), np.int64)
+    return np.unique(np.sort(np.asarray(chords, np.int64), axis=1), axis=0)
+
+
+def shear_mask(edges, faces):
+    """Per edge (sorted pairs, sorted), whether it is a chord the triangulation added inside a
+    polygon and no polygon's side."""
+    chords = polygon_diagonals(faces)
+    if not len(chords):
+        return np.zeros(len(edges), bool)
+    sides = np.sort(np.array([(int(p[i]), int(p[(i + 1) % len(p)])) for p in faces for i in range(len(p))]), axis=1)
+    n = int(max(edges.max(), sides.max())) + 1
+    key = edges[:, 0] * n + edges[:, 1]
+    return np.isin(key, chords[:, 0] * n + chords[:, 1]) & ~np.isin(key, sides[:, 0] * n + sides[:, 1])
+
+
 def check_mesh(verts, tris):
     """Raise ValueError naming the first problem that would break the simulation."""
     if verts.ndim != 2 or verts.shape[1] != 3 or len(verts) == 0:

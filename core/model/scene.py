@@ -92,7 +92,9 @@ def _stiffness_parts(scene):
     springs, whatever their direction), and of contact (a scalar, 0 without colliders)."""
     cloth, h = scene.cloth, scene.h
     m = cloth.masses * (1.0 + h * cloth.damping) / h**2
-    tension = np.bincount(cloth.tension_edges.ravel(), np.repeat(cloth.k_tension, 2), cloth.n)
+    springs = np.concatenate([cloth.tension_edges, cloth.shear_edges])
+    k = np.concatenate([np.maximum(cloth.k_tension, cloth.k_compression), cloth.k_shear])
+    tension = np.bincount(springs.ravel(), np.repeat(k, 2), cloth.n)
     if cloth.bending == "hinge":
         w, area = hinge_weights(cloth.rest, cloth.hinges)
         bending = np.bincount(cloth.hinges.ravel(), ((cloth.k_bending / area)[:, None] * w**2).ravel(), cloth.n)
@@ -120,7 +122,7 @@ def check_bounds(scene):
     and the tightest limit that follows from the mesh and the step."""
     cloth, h = scene.cloth, scene.h
     size = float(np.ptp(cloth.rest, axis=0).max())
-    lengths = cloth.rest_lengths[: cloth.n_tension]
+    lengths = cloth.rest_lengths[: cloth.n_tension + cloth.n_shear]  # the in-plane springs
     over = []  # (factor beyond its limit, term, why, remedy): every limit scales a term's value
 
     bending, tension, contact = _stiffness_parts(scene)
@@ -136,7 +138,8 @@ def check_bounds(scene):
     over.append((total[i] / limit, max(parts, key=parts.get), why, remedy))
     if scene.solver == "linearized":
         m = cloth.masses * (1.0 + h * cloth.damping)
-        lock = h**2 * float(np.sum(cloth.k_tension * lengths**2)) / (SHEET * float(m.sum()) * size**2)
+        k = np.concatenate([cloth.k_tension, cloth.k_shear])
+        lock = h**2 * float(np.sum(k * lengths**2)) / (SHEET * float(m.sum()) * size**2)
         remedy = "lower it, raise {substeps}, or use {newton}"
         over.append((lock / STRETCH_LOCK, "tension", "the linearized step locks stiffer stretch", remedy))
     factor, term, why, remedy = max(over, key=lambda o: o[0])

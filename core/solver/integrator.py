@@ -81,7 +81,7 @@ class Model:
         # the pairs coupled by any term: triangle edges, and the vertices opposite an interior
         # edge (bending springs, or the hinges' opposite corners, unless a linearized step's
         # matrix bounds the hinges without them: Scene.hinges_bounded)
-        coupled = [cloth.tension_edges]
+        coupled = [cloth.tension_edges, cloth.shear_edges]
         if not scene.hinges_bounded:
             coupled.append(cloth.bending_edges)
         ends = self.fidx[np.concatenate(coupled)]

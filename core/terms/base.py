@@ -13,6 +13,15 @@ positive-semidefinite H̃) into a Hessian accumulator.
 """
 
 
+class Point:
+    """Where the terms are evaluated: positions y (n,3) of integrator step s, the step's StepLag
+    (core.contact.penalty; None when nothing lags), and a memo that terms sharing quantities fill
+    (springs on the same edges: their lengths)."""
+
+    def __init__(self, y, s, lag):
+        self.y, self.s, self.lag, self.memo = y, s, lag, {}
+
+
 class HessianMode:
     """Which matrix a Hessian assembly builds: the exact ∇²Φ (default), with negative terms scaled
     by beta (0 clamps them; Newton's indefinite fallback), with the springs' carried Newton forces
@@ -33,8 +42,8 @@ class Term:
         (its scene, BlockSystem, free-vertex numbering fidx, hess_scale h²)."""
         return [cls(pot)]
 
-    def at(self, y, s, lag):
-        """Its quantities at positions y of integrator step s (lag: the step's StepLag or None)."""
+    def at(self, p):
+        """Its quantities at the Point p."""
         raise NotImplementedError
 
     def energy(self, q):

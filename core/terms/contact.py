@@ -24,8 +24,8 @@ class ColliderContact(Term):
     def build(cls, pot):
         return [cls(pot)] if pot.scene.colliders else []
 
-    def at(self, y, s, lag):
-        return Contact(self.scene, y, (s + 1) / self.scene.substeps, self.stiffness, self.free, lag)
+    def at(self, p):
+        return Contact(self.scene, p.y, (p.s + 1) / self.scene.substeps, self.stiffness, self.free, p.lag)
 
     def energy(self, c):
         return c.energy

@@ -21,9 +21,9 @@ class Friction(Term):
         rubs = any(c.friction > 0 for c in sc.colliders) or (sc.self_distance > 0 and sc.self_friction > 0)
         return [cls(pot)] if rubs else []
 
-    def at(self, y, s, lag):
+    def at(self, p):
         """Per Friction of the step: (its collider's index, None the cloth's own; its terms at y)."""
-        return [] if lag is None else [(c, f.at(y)) for c, f in lag.frictions()]
+        return [] if p.lag is None else [(c, f.at(p.y)) for c, f in p.lag.frictions()]
 
     def energy(self, q):
         return sum(fs.energy for _, fs in q)

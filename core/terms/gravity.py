@@ -9,8 +9,8 @@ class Gravity(Term):
     def __init__(self, pot):
         self.force = pot.scene.cloth.masses[:, None] * pot.scene.gravity[None, :]
 
-    def at(self, y, s, lag):
-        return y
+    def at(self, p):
+        return p.y
 
     def energy(self, y):
         return -float(np.sum(self.force * y))

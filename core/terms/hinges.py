@@ -60,8 +60,8 @@ class HingeBending(Term):
         d = y[self.hinges[:, 1:]] - y[self.hinges[:, :1]]
         return np.einsum("hi,hij->hj", self.w[:, 1:], d)
 
-    def at(self, y, s, lag):
-        return self.bend(y)
+    def at(self, p):
+        return self.bend(p.y)
 
     def energy(self, b):
         return 0.5 * float(np.dot(self.c, _dot(b, b)))

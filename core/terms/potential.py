@@ -7,15 +7,16 @@ from ..contact.penalty import StepLag
 from ..contact.self_contact import SelfQuery
 from ..model import fields
 from ..numerics.linalg import Coupled
+from .base import Point
 from .contact import ColliderContact
 from .friction import Friction
 from .gravity import Gravity
 from .hinges import HingeBending
 from .self_contact import SelfContact
-from .springs import Springs
+from .springs import BendingSprings, Compression, Shear, SpringGeometry, Tension
 
 # every term, in the order their contributions are summed: a new term is one class and a line here
-TERMS = (Springs, HingeBending, Gravity, ColliderContact, Friction, SelfContact)
+TERMS = (Tension, Compression, Shear, BendingSprings, HingeBending, Gravity, ColliderContact, Friction, SelfContact)
 
 
 class Hessian:
@@ -68,7 +69,8 @@ class State:
 
     def __init__(self, potential, y, s, lag=None):
         self.y = y
-        self.terms = [(term, term.at(y, s, lag)) for term in potential.terms]
+        p = Point(y, s, lag)
+        self.terms = [(term, term.at(p)) for term in potential.terms]
         self.phi = sum(term.energy(q) for term, q in self.terms)
         self.energy = None
 
@@ -91,7 +93,14 @@ class Potential:
         if scene.self_distance > 0:
             self.self_query = SelfQuery(cloth, scene.self_distance)
             self.self_slots = system.triangle_slots(fidx[cloth.tris])
+        self._edges = None
         self.terms = [term for kind in TERMS for term in kind.build(self)]
+
+    def edge_geometry(self):
+        """The SpringGeometry of the cloth's tension edges, one for the terms on them."""
+        if self._edges is None:
+            self._edges = SpringGeometry(self, self.scene.cloth.tension_edges)
+        return self._edges
 
     def lag(self, x, v, s, pairs=None):
         """What step s takes from its start state (contact.StepLag), or None when nothing does;

@@ -21,10 +21,11 @@ class SelfContact(Term):
     def build(cls, pot):
         return [cls(pot)] if pot.scene.self_distance > 0 else []
 
-    def at(self, y, s, lag):
+    def at(self, p):
+        lag = p.lag
         if lag is None or lag.cloth is None or not len(lag.cloth.p):
             return None
-        return SelfPenalty(lag.cloth, y, self.stiffness, self.distance, self.smoothing)
+        return SelfPenalty(lag.cloth, p.y, self.stiffness, self.distance, self.smoothing)
 
     def energy(self, q):
         return 0.0 if q is None else q.energy

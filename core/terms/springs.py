@@ -1,4 +1,9 @@
-"""Springs: ½·k·(L − L₀)² per spring, the tension springs and the thesis's bending springs."""
+"""Springs: the tension, compression and shear of the cloth's edges, and the thesis's bending springs.
+
+Each is a Springs term: a spring law ψ of the stretch s = L − L₀ times a stiffness k per spring,
+E = Σ k·ψ(s). The laws: ½s² (both ways: shear, bending springs), and its two branches, R(s) for
+stretch (Tension) and R(−s) for compression (Compression), with R a C² ½·max(s, 0)² (R′ = ramp,
+below): Tension and Compression of equal k sum to ½k·s² plus a constant."""
 
 import numpy as np
 import scipy.sparse as sp
@@ -24,12 +29,20 @@ def incidence(edges, n):
     return sp.csr_matrix((np.r_[np.ones(len(s)), -np.ones(len(s))], (edges.T.ravel(), np.r_[s, s])), shape=(n, len(s)))
 
 
-def ramp(t, tau):
-    """A C¹ max(t, 0) and its derivative: (t + τ)²/4τ within |t| < τ."""
+def ramp(t, tau, energy=False):
+    """A C¹ max(t, 0) and its derivative: (t + τ)²/4τ within |t| < τ; energy: also its integral
+    R (zero below −τ; ½t² + τ²/6 above τ)."""
     inside = np.abs(t) < tau
     r = np.where(t >= tau, t, np.where(inside, (t + tau) ** 2 / (4 * tau), 0.0))
     dr = np.where(t >= tau, 1.0, np.where(inside, (t + tau) / (2 * tau), 0.0))
-    return r, dr
+    if not energy:
+        return r, dr
+    return r, dr, np.where(t >= tau, 0.5 * t * t + tau * tau / 6, np.where(inside, (t + tau) ** 3 / (12 * tau), 0.0))
+
+
+def ramp_slope(t, tau):
+    """The ramp's second derivative: 1/2τ within |t| < τ."""
+    return np.where(np.abs(t) < tau, 0.5 / tau, 0.0)
 
 
 def spring_blocks(u, length, k, tension):
@@ -48,114 +61,194 @@ def _dot(a, b):
 class SpringState:
     """Springs at positions y: length, unit direction, stretch L − L₀."""
 
-    def __init__(self, springs, y):
-        self.length, self.dir = spring_geometry(springs.across @ y)
-        self.stretch = self.length - springs.rest
+    def __init__(self, geometry, y):
+        self.length, self.dir = spring_geometry(geometry.across @ y)
+        self.stretch = self.length - geometry.rest
 
 
-class Springs(Term):
-    """½·k·(L − L₀)² per spring of `edges`, k the design field `field` (one value per spring).
+class SpringGeometry:
+    """The edges a spring term acts on: rest lengths, incidence, and their pattern's assembler;
+    terms on the same edges share one, and its state at a point (core.terms.base.Point.memo)."""
 
-    Newton carries each spring's tension t along its iterations (core.solver.integrator's mixed
-    form): its matrix takes the transverse stiffness t/L. A linearized step's matrix ramps a
-    compressed spring's t smoothly to 0 (projected)."""
-
-    def __init__(self, pot, edges, k, field):
+    def __init__(self, pot, edges):
         cloth = pot.scene.cloth
-        self.k, self.field, self.fields = k, field, (field,)
         self.rest = np.linalg.norm(cloth.rest[edges[:, 0]] - cloth.rest[edges[:, 1]], axis=1)
         self.incidence = incidence(edges, cloth.n)
         self.across = self.incidence.T.tocsr()
         self.assemble = pot.hess_scale * pot.system.assembler(pot.fidx[edges])
 
+    def at(self, p):
+        key = ("springs", id(self))
+        if key not in p.memo:
+            p.memo[key] = SpringState(self, p.y)
+        return p.memo[key]
+
+
+class Springs(Term):
+    """k·ψ(L − L₀) per spring of some edges, k the design field `field` (one value per spring) and
+    ψ the law of `branch`: 0 both ways (½s²), +1 stretch only, −1 compression only.
+
+    Newton carries each spring's force t = k·ψ′ along its iterations (core.solver.integrator's
+    mixed form): its matrix takes the transverse stiffness t/L. A linearized step's matrix H̃
+    ramps a compressed spring's t smoothly to 0 (projected)."""
+
+    branch = 0
+
+    def __init__(self, pot, edges, k, field, geometry=None):
+        self.k, self.field, self.fields = k, field, (field,)
+        self.geometry = SpringGeometry(pot, edges) if geometry is None else geometry
+        self.tau = RAMP_STRAIN * self.geometry.rest
+
     @classmethod
     def build(cls, pot):
-        cloth = pot.scene.cloth
-        out = [cls(pot, cloth.tension_edges, cloth.k_tension, "k_tension")]
-        if cloth.bending == "springs":
-            out.append(cls(pot, cloth.bending_edges, cloth.k_bending, "k_bending"))
-        return out
+        return []
 
-    def at(self, y, s, lag):
-        return SpringState(self, y)
+    def at(self, p):
+        return self.geometry.at(p)
+
+    def law(self, s):
+        """ψ′(s), ψ″(s) (S,) and ψ(s)."""
+        if self.branch == 0:
+            return s, np.ones_like(s), 0.5 * s * s
+        r, dr, e = ramp(self.branch * s, self.tau, energy=True)
+        return self.branch * r, dr, e
+
+    def projected_law(self, s):
+        """H̃'s along stiffness A/k, its derivative in s, and its transverse force r/k and dr/ds:
+        the exact law where it is positive semidefinite, a compressed spring's transverse force
+        ramped to 0."""
+        if self.branch == -1:
+            _, dr = ramp(-s, self.tau)
+            zero = np.zeros_like(s)
+            return dr, -ramp_slope(-s, self.tau), zero, zero
+        r, dr = ramp(s, self.tau)
+        if self.branch == 0:
+            return np.ones_like(s), np.zeros_like(s), r, dr
+        return dr, ramp_slope(s, self.tau), r, dr
 
     def energy(self, q):
-        return 0.5 * float(np.dot(self.k * q.stretch, q.stretch))
+        return float(np.dot(self.k, self.law(q.stretch)[2]))
 
     def add_gradient(self, q, out):
-        out += self.incidence @ ((self.k * q.stretch)[:, None] * q.dir)
+        out += self.geometry.incidence @ ((self.k * self.law(q.stretch)[0])[:, None] * q.dir)
 
     def hessian(self, q, acc, mode):
         if mode.projected:
-            t = self.projected(q)[0]
+            along, _, r, _ = self.projected_law(q.stretch)
+            along, t = self.k * along, self.k * r
         else:
+            d1, d2, _ = self.law(q.stretch)
+            along = self.k * d2
             t = mode.carried.get(self)
-            t = self.k * q.stretch if t is None else t
+            t = self.k * d1 if t is None else t
             if mode.beta != 1.0:
                 t = np.where(t < 0, mode.beta * t, t)
-        acc.data += self.assemble @ spring_blocks(q.dir, q.length, self.k, t).ravel()
+        acc.data += self.geometry.assemble @ spring_blocks(q.dir, q.length, along, t).ravel()
 
     def add_hess_vec(self, q, v, out):
-        dv = self.across @ v
-        a = self.k * q.stretch / q.length
-        along = (self.k - a) * _dot(q.dir, dv)
-        out += self.incidence @ (along[:, None] * q.dir + a[:, None] * dv)
+        g = self.geometry
+        d1, d2, _ = self.law(q.stretch)
+        dv = g.across @ v
+        a = self.k * d1 / q.length
+        along = (self.k * d2 - a) * _dot(q.dir, dv)
+        out += g.incidence @ (along[:, None] * q.dir + a[:, None] * dv)
 
     def newton_forces(self, q):
-        return self.k * q.stretch
+        return self.k * self.law(q.stretch)[0]
 
     def newton_update(self, forces, old, step, alpha):
-        moved = _dot(old.dir, self.across @ step)
-        return (1 - alpha) * forces + self.k * (old.stretch * alpha + moved)
-
-    def projected(self, q):
-        """The projected transverse stiffness r = k·ramp(L − L₀) (the tension ramped smoothly to
-        0 under compression, over a stretch that scales with L₀ only, so r is linear in k) and
-        dr/dL."""
-        e, de = ramp(q.stretch, RAMP_STRAIN * self.rest)
-        return self.k * e, self.k * de
+        d1, d2, _ = self.law(old.stretch)
+        moved = _dot(old.dir, self.geometry.across @ step)
+        return (1 - alpha) * forces + self.k * (d1 * alpha + d2 * moved)
 
     def _third_terms(self, q):
-        """Per spring: the along-minus-transverse stiffness over L, and the transverse stiffness's
-        derivative in L, of the projected blocks k·uuᵀ + β(I − uuᵀ), β = r/L."""
-        r, dr = self.projected(q)
-        beta = r / q.length
-        return (self.k - beta) / q.length, (dr - beta) / q.length
+        """Per spring, of H̃'s blocks A·uuᵀ + β(I − uuᵀ), β = r/L: (A − β)/L, dβ/dL and dA/dL."""
+        along, dalong, r, dr = self.projected_law(q.stretch)
+        beta = self.k * r / q.length
+        return (self.k * along - beta) / q.length, (self.k * dr - beta) / q.length, self.k * dalong
 
     def add_third(self, q, a, b, out):
-        u, da, db = q.dir, self.across @ a, self.across @ b
-        c1, c2 = self._third_terms(q)
+        g, u = self.geometry, q.dir
+        da, db = g.across @ a, g.across @ b
+        c1, c2, c3 = self._third_terms(q)
         au, bu = _dot(da, u), _dot(db, u)
         pa, pb = da - au[:, None] * u, db - bu[:, None] * u
-        grad = c1[:, None] * (bu[:, None] * pa + au[:, None] * pb) + (c2 * _dot(da, pb))[:, None] * u
-        out += self.incidence @ grad
+        grad = c1[:, None] * (bu[:, None] * pa + au[:, None] * pb) + (c2 * _dot(da, pb) + c3 * au * bu)[:, None] * u
+        out += g.incidence @ grad
 
     def add_third_tangent(self, q, w, b, out):
-        u, dw, db = q.dir, self.across @ w, self.across @ b
-        c1, c2 = self._third_terms(q)
+        g, u = self.geometry, q.dir
+        dw, db = g.across @ w, g.across @ b
+        c1, c2, c3 = self._third_terms(q)
         wu, bu = _dot(dw, u), _dot(db, u)
         pw, pb = dw - wu[:, None] * u, db - bu[:, None] * u
         grad = c1[:, None] * (bu[:, None] * pw + _dot(pw, db)[:, None] * u) + (c2 * wu)[:, None] * pb
-        out += self.incidence @ grad
+        out += g.incidence @ (grad + (c3 * wu * bu)[:, None] * u)
 
     def design_gradient(self, q, v, out):
-        out[self.field] += q.stretch * _dot(q.dir, self.across @ v)
+        out[self.field] += self.law(q.stretch)[0] * _dot(q.dir, self.geometry.across @ v)
 
     def design_tangent(self, q, dp, out):
-        out += self.incidence @ ((dp[self.field] * q.stretch)[:, None] * q.dir)
+        out += self.geometry.incidence @ ((dp[self.field] * self.law(q.stretch)[0])[:, None] * q.dir)
 
-    def _transverse_share(self, q):
-        return self.projected(q)[0] / (self.k * q.length)
+    def _unit_blocks(self, q):
+        """H̃'s along and transverse stiffness per unit k (H̃ is linear in k)."""
+        along, _, r, _ = self.projected_law(q.stretch)
+        return along, r / q.length
 
     def design_hess(self, q, a, b, out):
-        """H̃'s blocks are linear in k."""
-        trans = self._transverse_share(q)
-        da, db = self.across @ a, self.across @ b
+        along, trans = self._unit_blocks(q)
+        da, db = self.geometry.across @ a, self.geometry.across @ b
         au, bu = _dot(da, q.dir), _dot(db, q.dir)
-        out[self.field] += au * bu + trans * (_dot(da, db) - au * bu)
+        out[self.field] += along * au * bu + trans * (_dot(da, db) - au * bu)
 
     def design_hess_tangent(self, q, dp, b, out):
-        dk, trans = dp[self.field], self._transverse_share(q)
-        db = self.across @ b
+        dk, (along, trans) = dp[self.field], self._unit_blocks(q)
+        db = self.geometry.across @ b
         bu = _dot(db, q.dir)
-        out += self.incidence @ ((dk * (1 - trans) * bu)[:, None] * q.dir + (dk * trans)[:, None] * db)
+        out += self.geometry.incidence @ ((dk * (along - trans) * bu)[:, None] * q.dir + (dk * trans)[:, None] * db)
+
+
+class Tension(Springs):
+    """The cloth's edges resisting stretch (Blender's Tension): k_tension per edge."""
+
+    branch = 1
+
+    @classmethod
+    def build(cls, pot):
+        cloth = pot.scene.cloth
+        return [cls(pot, cloth.tension_edges, cloth.k_tension, "k_tension", pot.edge_geometry())]
+
+
+class Compression(Springs):
+    """The cloth's edges resisting compression (Blender's Compression): k_compression per edge, or,
+    where the cloth has none of its own, each edge's k_tension (then its design field)."""
+
+    branch = -1
+
+    @classmethod
+    def build(cls, pot):
+        cloth = pot.scene.cloth
+        field = "k_tension" if cloth.own_compression is None else "k_compression"
+        return [cls(pot, cloth.tension_edges, cloth.k_compression, field, pot.edge_geometry())]
+
+
+class Shear(Springs):
+    """The diagonals that triangulating the mesh's quads and polygons added (Blender's shear
+    springs): k_shear per diagonal, both ways (one diagonal per quad must resist shear in either
+    direction; Blender's two resist stretch only)."""
+
+    @classmethod
+    def build(cls, pot):
+        cloth = pot.scene.cloth
+        return [cls(pot, cloth.shear_edges, cloth.k_shear, "k_shear")] if len(cloth.shear_edges) else []
+
+
+class BendingSprings(Springs):
+    """The thesis's bending springs (Cloth(bending="springs")), between the vertices opposite each
+    interior edge: k_bending per spring, both ways."""
+
+    @classmethod
+    def build(cls, pot):
+        cloth = pot.scene.cloth
+        return [cls(pot, cloth.bending_edges, cloth.k_bending, "k_bending")] if cloth.bending == "springs" else []
