@@ -23,7 +23,7 @@ from dev_extension import load_extension  # noqa: E402
 
 load_extension()
 import diffcloth.core as dc  # noqa: E402
-from diffcloth.core.solver.integrator import Model  # noqa: E402
+from diffcloth.core.solver.integrator import StepModel  # noqa: E402
 
 
 def scene(n, sphere):
@@ -61,7 +61,7 @@ def forward(n, sphere, repeats, blender, substeps=1):
         newton_iterations_per_step=round(float(st.iterations.mean()), 2),
         factorizations_per_step=round(st.factorizations / sc.n_steps, 2),
         all_steps_converged=bool(st.converged.all()),
-        solver=Model(sc).system.backend,
+        solver=StepModel(sc).system.backend,
     )
     if theirs:
         out.update(

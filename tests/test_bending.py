@@ -6,7 +6,7 @@ import pytest
 import diffcloth.core as dc
 from diffcloth.core.model.cloth import BENDING_DEFAULTS
 from diffcloth.core.model.mesh import hinge_weights
-from diffcloth.core.solver.integrator import Model
+from diffcloth.core.solver.integrator import StepModel
 from diffcloth.core.terms.hinges import HingeBending
 
 
@@ -99,7 +99,7 @@ def test_energy_gradient_and_hessian_match_finite_differences():
     assert np.allclose(hb.hess_vec(v), fd, rtol=0, atol=1e-7 * np.abs(fd).max())
     # the constant matrix assembled once for Newton (pinned rows and columns removed)
     scene = dc.Scene(cloth.replace(pinned=[0, 7]), steps=1, dt=0.05)
-    model = Model(scene)
+    model = StepModel(scene)
     v[[0, 7]] = 0.0
     hv = (
         model.system.matvec(

@@ -10,7 +10,7 @@ from test_tangent import paired
 
 import diffcloth.core as dc
 from diffcloth.core.contact.penalty import FRICTION_EPS_V
-from diffcloth.core.solver.integrator import Model
+from diffcloth.core.solver.integrator import StepModel
 
 
 def turn(degrees):
@@ -89,7 +89,7 @@ def test_gradients_through_the_first_contact_steps(kind, mu):
     scene = small(kind, mu)
     traj = dc.simulate(scene)
     assert traj.stats.converged.all()
-    potential = Model(scene).potential
+    potential = StepModel(scene).potential
     held = [(potential.lag(traj.step_x[s], traj.step_v[s], s).friction[0].stiff == 0).sum() for s in range(6)]
     assert held[0] == 16 and sum(held) > 16, held  # the holding force is what acts, from the first step
     rng = np.random.default_rng(6)

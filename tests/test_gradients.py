@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import diffcloth.core as dc
-from diffcloth.core.solver.integrator import Model
+from diffcloth.core.solver.integrator import StepModel
 
 F = 8  # frames
 
@@ -239,7 +239,7 @@ def test_sparse_backend_agrees_with_banded(monkeypatch):
     banded = dc.simulate(scene)
     value, grad = dc.value_and_grad(scene, loss, traj=banded)
     monkeypatch.setattr(sys.modules["diffcloth.core.numerics.linalg"], "BANDED_WORK_LIMIT", 0)
-    assert Model(scene).system.backend == "sparse"
+    assert StepModel(scene).system.backend == "sparse"
     sparse = dc.simulate(scene)
     assert sparse.stats.converged.all()
     np.testing.assert_allclose(sparse.x, banded.x, rtol=0, atol=1e-9)

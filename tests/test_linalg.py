@@ -8,13 +8,13 @@ import pytest
 import diffcloth.core as dc
 from diffcloth.core.numerics import linalg
 from diffcloth.core.numerics.linalg import Coupled
-from diffcloth.core.solver.integrator import Model
+from diffcloth.core.solver.integrator import StepModel
 
 
 def system_and_matrices(n=8):
     verts, tris = dc.grid(n, n, size=0.4)
     cloth = dc.Cloth(verts, tris, mass=0.1, pinned=[0])
-    model = Model(dc.Scene(cloth, steps=1, dt=0.05))
+    model = StepModel(dc.Scene(cloth, steps=1, dt=0.05))
     # stretched, so every spring is in tension and every matrix positive definite
     mats = [model.matrix(model.potential.at(cloth.rest * stretch, 0)) for stretch in (1.0, 1.02, 1.05)]
     return model.system, mats

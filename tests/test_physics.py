@@ -8,7 +8,7 @@ import pytest
 
 import diffcloth.core as dc
 from diffcloth.core.contact.penalty import Contact
-from diffcloth.core.solver.integrator import Model
+from diffcloth.core.solver.integrator import StepModel
 from diffcloth.core.terms.contact import ColliderContact
 from diffcloth.core.terms.springs import spring_blocks, spring_geometry
 
@@ -44,7 +44,7 @@ def crumpled(n=5, seed=0, scale=0.05):
 def test_gradient_and_hessian_match_finite_differences(colliders, bending):
     cloth = square(k_tension=30.0, k_bending=0.5, damping=0.4, pinned=[0], bending=bending)
     scene = dc.Scene(cloth, steps=2, dt=0.05, colliders=colliders, contact_stiffness=1.25e5, contact_thickness=0.005)
-    model = Model(scene)
+    model = StepModel(scene)
     rng = np.random.default_rng(1)
     x = scene.x0
     y = crumpled()

@@ -9,9 +9,9 @@ One mechanism for all colliders (core.contact.colliders answers the distance que
   Contact §5). A collider's λ is its penalty's force −E′(dₛ), or where more, the force that holds
   the vertex against its momentum and gravity: friction acts from the first step of a contact, not
   once the penalty has built up. Everything in it is a function of x_s (λ of v_s too), and the
-  adjoint differentiates it (`Contact.lag_gradient`, `FrictionState.add_lag_gradient`).
+  adjoint differentiates it (`Contact.lag_gradient`, `FrictionAt.add_lag_gradient`).
 - `Contact` at positions y: the penalty E(d) per vertex and collider (see penalty).
-- `Friction` at positions y: μ·λ·f₀(‖P(Σwₖ(yₖ − x_sₖ) − m)‖) per friction contact, a stencil of
+- `LaggedFriction` at positions y: μ·λ·f₀(‖P(Σwₖ(yₖ − x_sₖ) − m)‖) per friction contact, a stencil of
   vertices k with weights wₖ (a collider's contact: its vertex; a self-contact pair: its vertex
   less its triangle's centroid), P = I − nnᵀ the
   tangent projector, m the surface's own motion over the step, f₀ the C² mollifier that is
@@ -128,10 +128,10 @@ class StepLag:
             dhold = rate * ((gap[on] < 0)[:, None] * n[on] - reach)
             motion, jacobian = col.motion(x, t0, t1, planes)
             previous = None
-            if sc.solver == "linearized":  # its slip over the last step: see Friction
+            if sc.solver == "linearized":  # its slip over the last step: see LaggedFriction
                 rel = h * v[on] - motion[on]
                 previous = np.linalg.norm(rel - _dot(rel, n[on])[:, None] * n[on], axis=1)
-            self.friction[c] = Friction(
+            self.friction[c] = LaggedFriction(
                 on[:, None],
                 np.ones(1),
                 np.array(n[on]),
@@ -166,7 +166,7 @@ class StepLag:
             new.previous[kept] = old.previous[at[kept]]
 
     def frictions(self):
-        """Every Friction of the step: (its collider's index, or None for the cloth's own; it)."""
+        """Every LaggedFriction of the step: (its collider's index, or None for the cloth's own; it)."""
         out = [(c, f) for c, f in enumerate(self.friction) if f is not None]
         return out + ([(None, self.cloth_friction)] if self.cloth_friction is not None else [])
 
@@ -299,7 +299,7 @@ def _mollifier(s, eps):
     return phi, chi, f0
 
 
-class Friction:
+class LaggedFriction:
     """Lagged Coulomb friction of contacts (see the module's docstring), each a stencil of S
     vertices (F,S) whose weighted sum Σ wₘyₘ slips: a collider's contact its one vertex, a
     self-contact pair (core.contact.self_contact) its vertex less its triangle's centroid. Per
@@ -353,11 +353,11 @@ class Friction:
         hess = scale[:, None, None] * (
             phi[:, None, None] * proj + chi[:, None, None] * hat[:, :, None] * hat[:, None, :]
         )
-        return FrictionState(self, rel, w, s, phi, chi, hat, float(np.dot(scale, f0)), (scale * phi)[:, None] * w, hess)
+        return FrictionAt(self, rel, w, s, phi, chi, hat, float(np.dot(scale, f0)), (scale * phi)[:, None] * w, hess)
 
 
-class FrictionState:
-    """A Friction's terms at one set of positions, and their derivatives by the step's start."""
+class FrictionAt:
+    """A LaggedFriction's terms at one set of positions, and their derivatives by the step's start."""
 
     def __init__(self, friction, rel, w, s, phi, chi, hat, energy, grad, hess):
         self.f, self.rel, self.w, self.s, self.phi, self.chi, self.hat = friction, rel, w, s, phi, chi, hat

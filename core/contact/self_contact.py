@@ -12,7 +12,7 @@ Within the step
 
 δ the self distance: linear in the positions y, so the penalty's Hessian E″·ggᵀ with
 g = (n, −n/3, −n/3, −n/3) is positive semidefinite as it is, and a function of the start
-through n alone, which the adjoint differentiates (SelfContact.lag_gradient). The side is the
+through n alone, which the adjoint differentiates (SelfPenalty.lag_gradient). The side is the
 start's, so p is held on it for the whole step however far the step would take it. t's centroid
 anchors the plane rather than p's projection: its weights are constant, and on the start's plane
 both give the same d.
@@ -27,7 +27,7 @@ from scipy.spatial import cKDTree
 from ..model.mesh import centroids, centroids_and_reach
 from ..numerics.timing import timed
 from .colliders import closest_on_triangles
-from .penalty import Friction, combine, deep_penalty, penalty, spread
+from .penalty import LaggedFriction, combine, deep_penalty, penalty, spread
 
 # the search radius in self distances: pairs within it at the step's start or its prediction
 # become planes
@@ -230,7 +230,7 @@ class SelfPlanes:
         return jac
 
     def friction(self, v, stiffness, scene, eps, linearized):
-        """The lagged friction (core.contact.penalty.Friction) of the pairs in contact at the step's
+        """The lagged friction (core.contact.penalty.LaggedFriction) of the pairs in contact at the step's
         start: the vertex's slip against the triangle's centroid, tangent to n, under the normal
         force λ = −E′(dₛ), dₛ = n·rₛ − δ; None if there are none. Every pair the plane holds
         counts, those whose vertex only comes over the triangle within the step too (a layer
@@ -251,10 +251,10 @@ class SelfPlanes:
         dn[:, 1:] = jac
         dd = WEIGHTS[None, :, None] * n[:, None, :] + np.einsum("amji,aj->ami", dn, r)
         previous = None
-        if linearized:  # its slip over the last step: see Friction
+        if linearized:  # its slip over the last step: see LaggedFriction
             slip = scene.h * combine(WEIGHTS, stencil, v)
             previous = np.linalg.norm(slip - _dot(slip, n)[:, None] * n, axis=1)
-        out = Friction(
+        out = LaggedFriction(
             stencil,
             WEIGHTS,
             n,
@@ -293,7 +293,7 @@ class SelfPlanes:
         return out
 
 
-class SelfContact:
+class SelfPenalty:
     """The penalty E(d) of a step's planes at positions y (d < 0 active), k the vertex's contact
     stiffness: per active pair its stencil (A,4: vertex, corners), triangle, n, r = y_p − centroid,
     ∂n/∂xₛ, d, E′ and E″."""

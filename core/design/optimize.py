@@ -43,7 +43,7 @@ class OptimizeResult:
 
 
 class _Stop(Exception):
-    """Ends a run from _Run.record; args[0] is the reason."""
+    """Ends a run from _Record.record; args[0] is the reason."""
 
 
 class Objective:
@@ -62,7 +62,7 @@ class Objective:
         return value + reg, self.design.pullback(theta, grad, fields) + reg_grad
 
 
-class _Run:
+class _Record:
     """What both methods share: the best design seen (and, for a loss that measures them, its
     distances to the keys), the history with each iteration's share of the passes (from the
     Clock), and the callback that may stop the run (raising _Stop)."""
@@ -249,12 +249,12 @@ def optimize(
         if method == "gauss-newton":
             # a start that does not simulate raises SimulationError here
             point = gauss_newton.Linearized(design, loss, design.theta0, guess)
-            run = _Run(design, loss, callback, clock, point.value, point.traj, within)
+            run = _Record(design, loss, callback, clock, point.value, point.traj, within)
             motion = point.traj.x
         else:
             f = Objective(design, loss)
             initial_loss, grad0 = f(design.theta0, guess)
-            run = _Run(design, loss, callback, clock, initial_loss, f.traj, within)
+            run = _Record(design, loss, callback, clock, initial_loss, f.traj, within)
         if not np.isfinite(run.initial_loss):
             raise SimulationError("the starting design gives a non-finite loss", 0, 0)
         if run.close_enough():

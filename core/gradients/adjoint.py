@@ -32,7 +32,7 @@ from ..contact.penalty import StepLag
 from ..model import fields
 from ..numerics.threads import one_blas_thread
 from ..numerics.timing import timed
-from ..solver.integrator import Model, pcg, refined
+from ..solver.integrator import StepModel, pcg, precise_solve
 from ..solver.simulate import FACTOR_BUDGET, simulate
 
 ADJOINT_RTOL = 1e-12
@@ -67,8 +67,8 @@ class Linearization:
                 "simulate with solver='newton' (what optimization uses)"
             )
         self.scene, self.traj, self.rtol = scene, traj, rtol
-        # the forward's Model when it ran this scene (a 128×128 cloth's takes 0.8–1.5 s to build)
-        self.model = traj.model if traj.scene is scene else Model(scene)
+        # the forward's StepModel when it ran this scene (a 128×128 cloth's takes 0.8–1.5 s to build)
+        self.model = traj.model if traj.scene is scene else StepModel(scene)
         self.fallback = None
         self._kept, self._lu, self._bytes = {}, {}, 0
         self._own = {} if own_factors else None
@@ -148,7 +148,7 @@ class Linearization:
         fresh = system.factor(data)
         if fresh.positive_definite:
             self.fallback = fresh
-            x = refined(system, data, b, fresh, self.rtol, maxiter=60)
+            x = precise_solve(system, data, b, fresh, self.rtol, maxiter=60)
             if x is not None:
                 return x
         lu = system.factor_general(data)  # an indefinite A (a step that converged to a saddle): LU is exact

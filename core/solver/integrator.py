@@ -62,7 +62,7 @@ class SimulationError(RuntimeError):
         self.frame, self.step = frame, step
 
 
-class Model:
+class StepModel:
     """Per-scene constants: free dofs, masses, the potential's terms and the linear-system pattern."""
 
     def __init__(self, scene):
@@ -168,7 +168,7 @@ def pcg(system, data, b, factor, eta, maxiter=CG_MAX_ITER, x0=None):
     return None, None
 
 
-def refined(system, data, b, factor, eta, maxiter=CG_MAX_ITER, x0=None):
+def precise_solve(system, data, b, factor, eta, maxiter=CG_MAX_ITER, x0=None):
     """factor's solution of data·x = b to relative residual eta: PCG on data when the factor is
     inexact (single precision); None if that does not converge. A Coupled matrix (self-contact)
     is solved by PCG on factor, else on its own factorization; x0: PCG's start."""
@@ -192,7 +192,7 @@ SELF_ROUNDS = 4
 
 class LinearizedStepper:
     """One Newton step of the incremental potential per integrator step, from the inertial
-    prediction x̂ = x + h·v (Model.prediction), with the smooth projected Hessian
+    prediction x̂ = x + h·v (StepModel.prediction), with the smooth projected Hessian
     (Scene(solver="linearized")):
 
         x′ = x̂ − Ã⁻¹·h²∇E(x̂),   Ã = M(1 + hc) + h²·H̃(x̂)
@@ -200,9 +200,11 @@ class LinearizedStepper:
     Ã is positive definite by construction, so every step costs one factorization and never
     fails; where ∇E is linear (gravity, hinges, plane contact) the step is exact implicit Euler.
     Friction, whose stick and slip one linear solve cannot tell apart, is a quadratic fitted to the
-    previous step's slip (contact.Friction), and vertices dragged deep into a collider within the step
+    previous step's slip (contact.penalty.LaggedFriction), and vertices dragged deep into a collider within the step
     are moved back out (contact.project_out, `projected`: what the last step moved).
-    `factor` is Ã's own factorization: the adjoint and tangent passes solve with it."""
+    After each step, what simulate keeps of it: `factor`, Ã's own factorization (the adjoint and
+    tangent passes solve with it), `projected`, `lag` (the step's StepLag) and `factorizations`
+    (a running count)."""
 
     def __init__(self, model):
         self.model = model
@@ -227,7 +229,7 @@ class LinearizedStepper:
         etas = (COUPLED_RTOL,) if isinstance(data, Coupled) else (LINEAR_RTOL, 1e-12)
         for attempt in range(2):
             for eta in etas:
-                d = refined(md.system, data, b, self.factor, eta, maxiter=30, x0=guess)
+                d = precise_solve(md.system, data, b, self.factor, eta, maxiter=30, x0=guess)
                 if d is not None and np.isfinite(d).all():
                     return d
             if attempt == 0:
@@ -294,8 +296,9 @@ class LinearizedStepper:
 
 
 class Stepper:
-    """Newton's method for successive steps, carrying the reusable factorization and the spring
-    tensions along."""
+    """Newton's method for successive steps, carrying the reusable factorization and the springs'
+    forces along. After each step, what simulate keeps of it, as LinearizedStepper's: `factor` (the
+    last factorization), `projected` (empty), `lag` and `factorizations`."""
 
     def __init__(self, model):
         self.model = model
@@ -326,7 +329,7 @@ class Stepper:
                 return d, False, False, None
         tried = neg is None and self.skip_full == 0
         if tried and self._refactor(full):
-            d = refined(md.system, full, b, self.factor, eta)
+            d = precise_solve(md.system, full, b, self.factor, eta)
             return (self.factor.solve(b) if d is None else d), True, False, None
         # indefinite: blend, starting from the β that last factored in this step
         if not (shift and self._refactor_shifted(pt, tension)):

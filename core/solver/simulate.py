@@ -5,7 +5,7 @@ import numpy as np
 from ..model.mesh import crossing_pairs
 from ..numerics.threads import one_blas_thread
 from ..numerics.timing import Clock, timed
-from .integrator import LinearizedStepper, Model, Stepper
+from .integrator import LinearizedStepper, StepModel, Stepper, step_error
 
 # bytes of factorizations kept for the adjoint pass; steps beyond it are refactored backward.
 # A 64×64 cloth's SuperLU factor holds 23 MB of entries (plus SuperLU's own overhead): keeping
@@ -36,7 +36,7 @@ class Trajectory:
 
     def __init__(self, scene, xs, vs, stats, factors, projected, model):
         self.scene = scene
-        self.model = model  # the scene's Model, for the passes over this trajectory
+        self.model = model  # the scene's StepModel, for the passes over this trajectory
         self.step_x, self.step_v = xs, vs
         self.x = xs[:: scene.substeps]
         self.v = vs[:: scene.substeps]
@@ -78,7 +78,7 @@ def simulate(scene, progress=None, guess=None, on_frame=None, keep_factors=True)
                 f"the cloth passes through itself at the start ({crossing} pairs of triangles cross): "
                 "self-collision keeps layers on the side they start on; untangle the start shape"
             )
-    model = Model(scene)
+    model = StepModel(scene)
     stepper = (LinearizedStepper if scene.solver == "linearized" else Stepper)(model)
     ns, h = scene.n_steps, scene.h
     xs = np.empty((ns + 1, scene.cloth.n, 3))
@@ -96,7 +96,7 @@ def simulate(scene, progress=None, guess=None, on_frame=None, keep_factors=True)
         with clock:
             y, it, res, ok = stepper.step(xs[s], vs[s], s, None if guess is None else guess[s + 1] + (xs[s] - guess[s]))
         if not ok and res > 1e3 * model.tol:
-            raise stepper._error(s, f"did not converge in {it} iterations (residual {res:.2e} m)")
+            raise step_error(scene, s, f"did not converge in {it} iterations (residual {res:.2e} m)")
         xs[s + 1] = y
         vs[s + 1] = (y - xs[s]) / h
         stats.iterations[s], stats.residual[s], stats.converged[s] = it, res, ok

@@ -6,7 +6,7 @@ import numpy as np
 from .base import Term
 
 
-class Friction(Term):
+class CoulombFriction(Term):
     """Every friction contact of a step: per collider with friction, and the cloth's own pairs
     (Self Friction), each a Friction the step's StepLag made at its start."""
 

@@ -9,14 +9,24 @@ from ..model import fields
 from ..numerics.linalg import Coupled
 from .base import Point
 from .contact import ColliderContact
-from .friction import Friction
+from .friction import CoulombFriction
 from .gravity import Gravity
 from .hinges import HingeBending
 from .self_contact import SelfContact
 from .springs import BendingSprings, Compression, Shear, SpringGeometry, Tension
 
 # every term, in the order their contributions are summed: a new term is one class and a line here
-TERMS = (Tension, Compression, Shear, BendingSprings, HingeBending, Gravity, ColliderContact, Friction, SelfContact)
+TERMS = (
+    Tension,
+    Compression,
+    Shear,
+    BendingSprings,
+    HingeBending,
+    Gravity,
+    ColliderContact,
+    CoulombFriction,
+    SelfContact,
+)
 
 
 class Hessian:

@@ -3,7 +3,7 @@
 
 import numpy as np
 
-from ..contact.self_contact import SelfContact as SelfPenalty
+from ..contact.self_contact import SelfPenalty
 from .base import Term
 
 
