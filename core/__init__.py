@@ -1,9 +1,11 @@
 """DiffCloth core: a differentiable mass-spring cloth simulator in numpy/scipy (never imports bpy).
 
-Grouped by concern: `model` (meshes, fabrics, the potential's terms, the scene), `contact`
-(colliders' and the cloth's own distance queries, penalty and friction), `solver` (the implicit
-Euler step, its linear algebra, the simulation loop), `gradients` (adjoint and tangent passes),
-`design` (parameters, losses, optimizers, proxies). The names below are the API.
+Its folders are layers, each importing only those before it: `numerics` (banded and sparse block
+systems, BLAS threads, timing), `model` (meshes, fabrics, the scene, the design fields),
+`contact` (colliders' and the cloth's own distance queries, penalty and lagged friction),
+`terms` (the potential's energy terms behind one interface, and their sum), `solver` (the
+implicit Euler step, the simulation loop), `gradients` (adjoint and tangent passes), `design`
+(parameters, losses, optimizers, proxies, Refine). The names below are the API.
 """
 
 from .contact.colliders import MeshCollider, Plane, Sphere, inside_at_start
@@ -27,6 +29,7 @@ from .design.params import (
     posed_pins,
     weight_for_distance,
 )
+from .design.refine import refine
 from .gradients.adjoint import Gradient, value_and_grad
 from .model.cloth import Cloth
 from .model.material import PRESETS as FABRICS
@@ -70,6 +73,7 @@ __all__ = [
     "optimize",
     "pins_off_targets",
     "posed_pins",
+    "refine",
     "simulate",
     "triangulate",
     "value_and_grad",

@@ -1,6 +1,7 @@
 """Optimizers over parameterized designs, keeping the best design seen: Gauss–Newton
 (core.design.gauss_newton) for keyframe losses, scipy's L-BFGS-B for the rest and where bounds apply."""
 
+import dataclasses
 import time
 
 import numpy as np
@@ -17,6 +18,7 @@ from .params import Acceleration, Design
 METHODS = ("auto", "gauss-newton", "l-bfgs-b")
 
 
+@dataclasses.dataclass
 class OptimizeResult:
     """scene: the best scene found; theta, loss (keyframe loss + regularizers) of that scene;
     initial_loss; history: one dict per iteration (iteration, loss, normalized_loss, grad_norm,
@@ -32,10 +34,26 @@ class OptimizeResult:
     measures them; trajectory: the best design's motion as the optimizer simulated it. Gauss–Newton follows one
     branch of the solutions of buckling steps (core.design.gauss_newton), so it is reproduced by
     simulate(scene, guess=trajectory.step_x); from scratch, simulate(scene) may fold the other
-    way where the cloth buckles."""
+    way where the cloth buckles. A run Refine continued (core.design.refine) has refined True and
+    carried_distances: the keys' distances of the cloth itself with the proxy's design. keyframes:
+    per key, the distances before and after, where a caller measures them (the add-on)."""
 
-    def __init__(self, **fields):
-        self.__dict__.update(fields)
+    scene: object
+    theta: np.ndarray
+    loss: float
+    initial_loss: float
+    history: list
+    reason: str
+    method: str
+    params: dict
+    evaluations: int
+    passes: dict
+    elapsed: float
+    trajectory: object
+    initial_distances: dict
+    refined: bool = False
+    carried_distances: dict = None
+    keyframes: dict = None
 
     @property
     def normalized_loss(self):
