@@ -28,6 +28,10 @@ def test_a_quad_mesh_has_a_shear_diagonal_per_quad_and_a_triangle_mesh_none():
     assert np.allclose(lengths, 0.1 * np.sqrt(2))
     triangles = dc.Cloth(*dc.grid(5, 5, 0.4))
     assert triangles.n_shear == 0 and triangles.n_tension == 56
+    # triangles with the polygon each comes from (Blender's loop triangles) know their quads
+    tessellated = dc.Cloth(verts, dc.triangulate(faces), polygons=np.repeat(np.arange(16), 2))
+    assert np.array_equal(tessellated.shear_edges, cloth.shear_edges)
+    assert np.array_equal(tessellated.replace(k_tension=3.0).shear_edges, cloth.shear_edges)
 
 
 def test_quads_of_a_fabric_move_as_its_triangles_when_compression_and_shear_equal_stretch():

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from .mesh import bending_springs, check_mesh, edges, lumped_masses, shear_mask, triangulate
+from .mesh import bending_springs, check_mesh, edges, lumped_masses, polygon_of_triangles, shear_mask, triangulate
 
 # bending models and their default stiffness: a rigidity in N·m for hinges, N/m per bending spring
 BENDING_DEFAULTS = {"hinge": 1e-4, "springs": 0.1}
@@ -23,11 +23,13 @@ class Cloth:
     """A triangle mesh treated as a cloth of tension springs plus a bending model.
 
     mass is the total mass (kg), lumped to vertices by triangle area. The mesh's edges are springs:
-    its polygons' sides and the triangles' edges (`tension_edges`) resist stretch with k_tension and
-    compression with k_compression (N/m, scalars or one value per tension edge; k_compression None:
-    each edge's k_tension, one stiffness both ways, whose design field is k_tension); the diagonals that triangulating quads and larger polygons adds
-    (`shear_edges`, Blender's shear springs) resist both with k_shear (None: k_tension, which must
-    then be a scalar). bending selects the bending model:
+    its polygons' sides (`tension_edges`) resist stretch with k_tension and compression with
+    k_compression (N/m, scalars or one value per tension edge; k_compression None: each edge's
+    k_tension, one stiffness both ways, whose design field is k_tension); the edges inside a
+    polygon, which triangulating quads and larger polygons adds (`shear_edges`, Blender's shear
+    springs), resist both with k_shear (None: k_tension, which must then be a scalar). polygons:
+    per triangle of faces given as triangles, the polygon it comes from (as Blender's loop
+    triangles), so that those edges are known. bending selects the bending model:
     "hinge" (default), quadratic hinge bending with k_bending a bending rigidity (N·m), scalar or
     one value per hinge (`hinges` order), the same cloth at any resolution; or "springs", the
     thesis's bending springs with k_bending in N/m per spring (`bending_edges` order). k_bending
@@ -50,6 +52,7 @@ class Cloth:
         fabric=None,
         k_compression=None,
         k_shear=None,
+        polygons=None,
     ):
         if bending not in BENDING_DEFAULTS:
             raise ValueError(f"bending must be one of {', '.join(map(repr, BENDING_DEFAULTS))}, got {bending!r}")
@@ -57,13 +60,15 @@ class Cloth:
         tris = triangulate(faces)
         check_mesh(verts, tris)
         self.rest = verts
-        self.faces = faces if isinstance(faces, np.ndarray) else [list(f) for f in faces]
         self.tris = tris
+        self.polygons = polygon_of_triangles(faces) if polygons is None else np.asarray(polygons, np.int64)
+        if self.polygons.shape != (len(tris),):
+            raise ValueError(f"polygons must give one polygon per triangle ({len(tris)}), got {self.polygons.shape}")
         self.n = len(verts)
         self.bending = bending
         self.tension_edges, self.hinges = edges(tris)
         self.shear_edges = np.zeros((0, 2), np.int64)
-        shear = shear_mask(self.tension_edges, self.faces)
+        shear = shear_mask(self.tension_edges, tris, self.polygons)
         if shear.any():
             self.tension_edges, self.shear_edges = self.tension_edges[~shear], self.tension_edges[shear]
         self.bending_edges = bending_springs(self.hinges)
@@ -142,7 +147,8 @@ class Cloth:
         from its default k_bending unless one is given."""
         args = dict(
             verts=self.rest,
-            faces=self.faces,
+            faces=self.tris,
+            polygons=self.polygons,
             mass=self.mass,
             k_tension=self.k_tension,
             k_compression=self.own_compression,

@@ -11,7 +11,7 @@ presets carry Blender's names; docs/solver.md says where each value comes from.
 import numpy as np
 
 from .cloth import Cloth
-from .mesh import edges, shear_mask, triangle_areas, triangulate
+from .mesh import edges, polygon_of_triangles, shear_mask, triangle_areas, triangulate
 
 # spring constant per edge = SHEET·Y·A/L², A a third of the area of the edge's triangles: a mesh of
 # equilateral triangles then has the 2D Young's modulus Y (a triangular spring lattice has
@@ -44,16 +44,16 @@ class Fabric:
             f"{self.bending:g} N·m, damping {self.damping:g}/s)"
         )
 
-    def cloth_arguments(self, verts, faces):
+    def cloth_arguments(self, verts, faces, polygons=None):
         """Cloth(...) keyword arguments that make the mesh this fabric: total mass, per-spring
         k_tension and k_compression (in Cloth.tension_edges order), k_shear (Cloth.shear_edges),
-        k_bending and damping."""
+        k_bending and damping (polygons: as Cloth's)."""
         verts = np.asarray(verts, dtype=np.float64)
         tris = triangulate(faces)
         area = triangle_areas(verts, tris)
         springs, _ = edges(tris)
         factors = spring_factors(verts, tris, springs, area)
-        shear = shear_mask(springs, faces if isinstance(faces, np.ndarray) else [list(f) for f in faces])
+        shear = shear_mask(springs, tris, polygon_of_triangles(faces) if polygons is None else polygons)
         return dict(
             mass=self.density * float(area.sum()),
             k_tension=self.stretch * factors[~shear],
@@ -63,9 +63,11 @@ class Fabric:
             damping=self.damping,
         )
 
-    def cloth(self, verts, faces, pinned=()):
-        """The mesh as a Cloth of this fabric (hinge bending)."""
-        return Cloth(verts, faces, pinned=pinned, fabric=self, **self.cloth_arguments(verts, faces))
+    def cloth(self, verts, faces, pinned=(), polygons=None):
+        """The mesh as a Cloth of this fabric (hinge bending; polygons: as Cloth's)."""
+        return Cloth(
+            verts, faces, pinned=pinned, fabric=self, polygons=polygons, **self.cloth_arguments(verts, faces, polygons)
+        )
 
 
 def spring_factors(verts, tris, tension_edges, area=None):

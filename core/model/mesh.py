@@ -45,27 +45,25 @@ def triangulate(faces):
     return np.asarray(tris, dtype=np.int64)
 
 
-def polygon_diagonals(faces):
-    """The edges triangulate(faces) adds inside polygons of more than three vertices (its fan's
-    chords), sorted (D,2); none for triangles."""
-    if isinstance(faces, np.ndarray) and faces.ndim == 2 and faces.shape[1] == 3:
-        return np.zeros((0, 2), np.int64)
-    chords = [(int(poly[0]), int(poly[t])) for poly in faces for t in range(2, len(poly) - 1)]
-    if not chords:
-        return np.zeros((0, 2), np.int64)
-    return np.unique(np.sort(np.asarray(chords, np.int64), axis=1), axis=0)
+def polygon_of_triangles(faces):
+    """The polygon each of triangulate(faces)'s triangles comes from (T,)."""
+    if isinstance(faces, np.ndarray) and faces.ndim == 2:
+        return np.repeat(np.arange(len(faces)), faces.shape[1] - 2)
+    return np.repeat(np.arange(len(faces)), [len(poly) - 2 for poly in faces])
 
 
-def shear_mask(edges, faces):
-    """Per edge (sorted pairs, sorted), whether it is a chord the triangulation added inside a
-    polygon and no polygon's side."""
-    chords = polygon_diagonals(faces)
-    if not len(chords):
-        return np.zeros(len(edges), bool)
-    sides = np.sort(np.array([(int(p[i]), int(p[(i + 1) % len(p)])) for p in faces for i in range(len(p))]), axis=1)
-    n = int(max(edges.max(), sides.max())) + 1
-    key = edges[:, 0] * n + edges[:, 1]
-    return np.isin(key, chords[:, 0] * n + chords[:, 1]) & ~np.isin(key, sides[:, 0] * n + sides[:, 1])
+def shear_mask(edges, tris, polygons):
+    """Per edge of `edges` (edges(tris)'s), whether it lies inside one polygon: both its
+    triangles come from the same polygon (polygons: per triangle), as the diagonal triangulating
+    a quad adds. None inside a mesh of triangles."""
+    e = np.sort(np.concatenate([tris[:, [0, 1]], tris[:, [1, 2]], tris[:, [2, 0]]]), axis=1)
+    poly = np.tile(np.asarray(polygons, np.int64), 3)
+    n = int(e.max()) + 1
+    key = e[:, 0] * n + e[:, 1]
+    order = np.argsort(key, kind="stable")
+    key, poly = key[order], poly[order]
+    pair = np.flatnonzero((key[1:] == key[:-1]) & (poly[1:] == poly[:-1]))
+    return np.isin(edges[:, 0] * n + edges[:, 1], key[pair])
 
 
 def check_mesh(verts, tris):
