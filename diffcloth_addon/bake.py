@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from .convert import BAKE_PREFIX, action_fcurves
+from .reading import BAKE_PREFIX, action_fcurves
 
 
 def clear_bake(obj):

@@ -22,7 +22,9 @@ import time
 import bpy
 import numpy as np
 
-from . import convert, operators, preview, runner
+from . import operators, preview, runner
+from .errors import InputError
+from .results import render_positions
 
 
 class _Parser(argparse.ArgumentParser):
@@ -137,7 +139,7 @@ def optimize(args):
         for info in run.wait()[0]:
             print(f"diffcloth: {operators.progress_text(setup, info)}, {info['elapsed']:.1f} s", flush=True)
         result = operators.finish(context, setup, run)
-    except (convert.InputError, ValueError) as err:
+    except (InputError, ValueError) as err:
         raise JobError(str(err)) from None
     print(f"diffcloth: {operators.summary(setup, result)}", flush=True)
 
@@ -204,7 +206,7 @@ def _draw_preview(path, setup, result):
     """Write the preview PNG at path; None, or what went wrong: a picture that cannot be drawn must
     not cost the optimization, whose .blend and report are saved all the same."""
     try:
-        shown = convert.render_positions(setup, result.trajectory.x)  # the cloth, not its proxy
+        shown = render_positions(setup, result.trajectory.x)  # the cloth, not its proxy
         frames = sorted(setup.loss.targets)
         preview.write(
             path,

@@ -10,6 +10,7 @@ distance kept, Single Sided as one-sidedness, and Friction as Blender's cloth co
 import numpy as np
 
 from .. import core as dc
+from .errors import InputError
 
 # Blender's cloth collision: μ = Friction × 0.01 (`pdef_cfrict * 0.01f` in its collision response)
 FRICTION_SCALE = 0.01
@@ -33,8 +34,8 @@ def collision_objects(scene, cloth_obj):
 class MeshReader:
     """One Collision object's triangles and its world vertices at each frame read."""
 
-    def __init__(self, obj, triangles, input_error):
-        self.obj, self.error = obj, input_error
+    def __init__(self, obj, triangles):
+        self.obj = obj
         self.tris, self.poses, self.warnings = triangles, [], []
         self.mirrored = None
 
@@ -44,31 +45,31 @@ class MeshReader:
         if self.mirrored is None:
             self.mirrored = mirrored
         elif mirrored != self.mirrored and self.obj.collision.use_culling:
-            raise self.error(
+            raise InputError(
                 f"collider '{self.obj.name}' is Single Sided and its scale turns negative or back at frame "
                 f"{frame}, which swaps its inside and outside: animate its scale without a sign change, or "
                 "untick Single Sided"
             )
         if len(verts) != (len(self.poses[0]) if self.poses else len(verts)):
-            raise self.error(
+            raise InputError(
                 f"collider '{self.obj.name}': its vertex count changes from {len(self.poses[0])} to "
                 f"{len(verts)} at frame {frame} (a modifier such as Remesh or Boolean?): apply it first"
             )
         if not np.isfinite(verts).all():
-            raise self.error(f"collider '{self.obj.name}' has a NaN or infinite vertex at frame {frame}")
+            raise InputError(f"collider '{self.obj.name}' has a NaN or infinite vertex at frame {frame}")
         self.poses.append(verts)
 
     def build(self):
         """The core MeshCollider (degenerate faces left out, with a warning), or an InputError."""
         if len(self.tris) == 0:
-            raise self.error(f"collider '{self.obj.name}' has no faces: give it faces or remove its Collision physics")
+            raise InputError(f"collider '{self.obj.name}' has no faces: give it faces or remove its Collision physics")
         poses = np.array(self.poses)
         rest = poses[0]
         corners = rest[self.tris]
         area2 = np.linalg.norm(np.cross(corners[:, 1] - corners[:, 0], corners[:, 2] - corners[:, 0]), axis=1)
         good = area2 > 1e-12 * max(float(np.ptp(rest, axis=0).max()), 1e-300) ** 2
         if not good.any():
-            raise self.error(f"collider '{self.obj.name}': every face is degenerate (zero area)")
+            raise InputError(f"collider '{self.obj.name}': every face is degenerate (zero area)")
         if not good.all():
             self.warnings.append(
                 f"collider '{self.obj.name}': {int((~good).sum())} degenerate face(s) of zero area left out"

@@ -8,6 +8,21 @@ from bpy.props import StringProperty
 
 from .. import core as dc
 from . import bake, convert, proxy, runner
+from .errors import InputError
+from .reading import find_cloth, frame_range, not_ready
+from .results import (
+    RESULT_KEY,
+    apply_stored_result,
+    baked_solver,
+    forget_motion,
+    render_positions,
+    store_motion,
+    store_result,
+    stored_motion,
+    tension_result,
+    uniform,
+)
+from .settings import OPTIMIZE_SOLVER, bounded, params_from_settings, tension_setting
 
 G = 9.81  # control accelerations are reported in g: an artist tells physics from puppetry by it
 
@@ -23,24 +38,24 @@ def prepare(context, kind, cloth_name=None, max_iter=None, use_active=True, with
     Optimize's steps, whatever the cloth's Solver."""
     settings = context.scene.diffcloth
     setup = convert.gather(context, cloth_name, need_targets=kind == "optimize", use_active=use_active)
-    setup.kind, setup.cloth_name = kind, setup.cloth_obj.name
-    scene = convert.apply_stored_result(setup)
+    setup.kind = kind
+    scene = apply_stored_result(setup)
     if kind == "optimize" or converged:
-        scene = convert.bounded(setup.cloth_name, scene.replace(solver=convert.OPTIMIZE_SOLVER))
+        scene = bounded(setup.cloth_name, scene.replace(solver=OPTIMIZE_SOLVER))
     setup.solver = scene.solver
-    job = {"kind": kind, "scene": scene, "guess": convert.stored_motion(setup, scene)}
+    job = {"kind": kind, "scene": scene, "guess": stored_motion(setup, scene)}
     if kind == "optimize":
         job.update(
             loss=setup.loss,
-            params=convert.params_from_settings(settings, setup),
+            params=params_from_settings(settings, setup),
             max_iter=max_iter or settings.max_iterations,
             within=within or settings.stop_within or None,
         )
         if setup.refine is not None:  # then the design found through the proxy, on the cloth itself
             job["refine"] = dict(
-                scene=convert.bounded(setup.cloth_name, setup.refine.scene.replace(solver=convert.OPTIMIZE_SOLVER)),
+                scene=bounded(setup.cloth_name, setup.refine.scene.replace(solver=OPTIMIZE_SOLVER)),
                 loss=setup.refine.loss,
-                params=convert.params_from_settings(settings, setup.refine),
+                params=params_from_settings(settings, setup.refine),
                 iterations=setup.cloth_obj.diffcloth.refine_iterations,
             )
     return setup, job
@@ -51,23 +66,23 @@ def finish(context, setup, run):
     result. Raises InputError if the run failed or its cloth is gone; nothing is written then."""
     name = setup.cloth_name
     if run.error is not None:
-        raise convert.InputError(f"{setup.kind} of '{name}' failed: {run.error}")
+        raise InputError(f"{setup.kind} of '{name}' failed: {run.error}")
     cloth = context.scene.objects.get(name)
     if cloth is None or cloth.type != "MESH" or len(cloth.data.vertices) != setup.n_render:
-        raise convert.InputError(f"cloth '{name}' was deleted or changed during the run; nothing was written")
+        raise InputError(f"cloth '{name}' was deleted or changed during the run; nothing was written")
     if cloth.mode == "EDIT":  # leaving Edit Mode would overwrite the bake with the edit mesh
-        raise convert.InputError(f"cloth '{name}' was put in Edit Mode during the run; nothing was written")
+        raise InputError(f"cloth '{name}' was put in Edit Mode during the run; nothing was written")
     setup.cloth_obj = cloth  # an undo during the run reloads the data: look it up again
     if getattr(run.result, "refined", False):  # Refine's result is the cloth's own motion and design
         setup.scene, setup.embedding = setup.refine.scene, None
     motion = run.result if setup.kind == "simulate" else run.result.trajectory
     try:
-        bake.bake(cloth, convert.render_positions(setup, motion.x), setup.start, setup.matrices)
+        bake.bake(cloth, render_positions(setup, motion.x), setup.start, setup.matrices)
     except np.linalg.LinAlgError as err:
-        raise convert.InputError(f"cloth '{name}': {err}; nothing was written") from None
-    convert.store_motion(setup, motion.step_x, setup.solver)
+        raise InputError(f"cloth '{name}': {err}; nothing was written") from None
+    store_motion(setup, motion.step_x, setup.solver)
     if setup.kind == "optimize":
-        convert.store_result(setup, run.result)
+        store_result(setup, run.result)
     context.scene.frame_set(context.scene.frame_current)
     return run.result
 
@@ -127,7 +142,7 @@ class _Run(_ClothName, bpy.types.Operator):
         why = (
             "a DiffCloth run is in progress: wait for it or cancel it"
             if context.window_manager.diffcloth.running
-            else convert.not_ready(context.scene, cls.kind)
+            else not_ready(context.scene, cls.kind)
         )
         if why:
             cls.poll_message_set(why)
@@ -168,7 +183,7 @@ class _Run(_ClothName, bpy.types.Operator):
         state.running = False
         try:
             result = finish(context, self.setup, self.run)
-        except convert.InputError as err:
+        except InputError as err:
             state.status = "failed"
             return _fail(self, str(err))
         if self.kind == "optimize":
@@ -186,7 +201,7 @@ class _Run(_ClothName, bpy.types.Operator):
     def execute(self, context):
         try:
             self._start(context, runner.Inline)
-        except (convert.InputError, ValueError) as err:
+        except (InputError, ValueError) as err:
             context.window_manager.diffcloth.running = False
             return _fail(self, str(err))
         self._progress(context, self.run.wait()[0])
@@ -197,7 +212,7 @@ class _Run(_ClothName, bpy.types.Operator):
             return self.execute(context)
         try:
             self._start(context, runner.Process)
-        except (convert.InputError, ValueError, OSError) as err:
+        except (InputError, ValueError, OSError) as err:
             context.window_manager.diffcloth.running = False
             return _fail(self, str(err))
         wm = context.window_manager
@@ -295,8 +310,8 @@ class _OnCloth(_ClothName, bpy.types.Operator):
 
     def execute(self, context):
         try:
-            obj = convert.find_cloth(context.scene, self.cloth or None, context.active_object)
-        except convert.InputError as err:
+            obj = find_cloth(context.scene, self.cloth or None, context.active_object)
+        except InputError as err:
             return _fail(self, str(err))
         return self.run(context, obj)
 
@@ -309,7 +324,7 @@ class DIFFCLOTH_OT_clear_bake(_OnCloth):
 
     def run(self, context, obj):
         removed = bake.clear_bake(obj)
-        convert.forget_motion(obj)
+        forget_motion(obj)
         self.report({"INFO"}, f"Removed {removed} baked shape keys from '{obj.name}'")
         return {"FINISHED"}
 
@@ -321,17 +336,17 @@ class DIFFCLOTH_OT_apply_result(_OnCloth):
     bl_label = "Apply Optimized Stiffness"
 
     def run(self, context, obj):
-        stored = obj.get(convert.RESULT_KEY)
+        stored = obj.get(RESULT_KEY)
         if not stored:
             return _fail(self, f"cloth '{obj.name}' has no stored optimization")
-        tension, bending = convert.tension_result(stored), convert.uniform(stored, "k_bending")
+        tension, bending = tension_result(stored), uniform(stored, "k_bending")
         if tension is None and bending is None:
             return _fail(
                 self,
                 f"the optimized stiffness of '{obj.name}' varies per spring: no single setting holds "
                 "it (Simulate uses it from the stored result)",
             )
-        cs, setting = obj.diffcloth, convert.tension_setting(obj.diffcloth)
+        cs, setting = obj.diffcloth, tension_setting(obj.diffcloth)
         if tension is not None:
             setattr(cs, setting, tension)
         if bending is not None:
@@ -347,10 +362,10 @@ class DIFFCLOTH_OT_discard_result(_OnCloth):
     bl_label = "Discard Result"
 
     def run(self, context, obj):
-        if convert.RESULT_KEY not in obj.keys():
+        if RESULT_KEY not in obj.keys():
             return _fail(self, f"cloth '{obj.name}' has no stored optimization")
-        del obj[convert.RESULT_KEY]
-        convert.forget_motion(obj)
+        del obj[RESULT_KEY]
+        forget_motion(obj)
         self.report({"INFO"}, f"Discarded the optimization stored on '{obj.name}'")
         return {"FINISHED"}
 
@@ -382,7 +397,7 @@ class DIFFCLOTH_OT_new_target(_OnCloth):
 
     def run(self, context, cloth):
         frame = context.scene.frame_current
-        start, end = convert.frame_range(context.scene)
+        start, end = frame_range(context.scene)
         if not start < frame <= end:  # a key there would be refused, or count for nothing
             where = (
                 "the start frame, where the cloth is as modelled"
@@ -394,7 +409,7 @@ class DIFFCLOTH_OT_new_target(_OnCloth):
                 f"frame {frame} is {where}: a target of '{cloth.name}' keyed there would not count; "
                 "go to a frame after the start, within the range",
             )
-        if convert.baked_solver(cloth) not in (None, convert.OPTIMIZE_SOLVER):
+        if baked_solver(cloth) not in (None, OPTIMIZE_SOLVER):
             # Optimize converges every step, and a quick preview's motion differs from that by a
             # few cm where stiff cloth buckles: keys posed on it are out of Optimize's reach
             if not bpy.app.background and context.window is not None:

@@ -11,6 +11,8 @@ from scipy.spatial import cKDTree
 
 from .. import core as dc
 from ..core.design.embedding import Embedding
+from .errors import InputError
+from .reading import evaluated_coords, mesh_topology, to_world
 
 # a render vertex farther than this fraction of the cloth's size from its proxy is not covered
 COVER = 0.02
@@ -60,7 +62,7 @@ def new_object(cloth_obj, local, faces):
     return obj
 
 
-def read(cloth_obj, cs, depsgraph, render_local, render_world, pins, mw, input_error, evaluated_coords, topology):
+def read(cloth_obj, cs, depsgraph, render_local, render_world, pins, mw):
     """The proxy at the start frame: local vertices (in the cloth's space, so it follows the cloth
     object), triangles, pinned vertices and the Embedding of the cloth's world rest positions in
     it; bad input refused by name."""
@@ -68,18 +70,18 @@ def read(cloth_obj, cs, depsgraph, render_local, render_world, pins, mw, input_e
     if cs.sim_mesh is not None:
         sim = cs.sim_mesh
         if sim.type != "MESH":
-            raise input_error(f"cloth '{name}': its Simulation Mesh '{sim.name}' is not a mesh")
+            raise InputError(f"cloth '{name}': its Simulation Mesh '{sim.name}' is not a mesh")
         if sim == cloth_obj:
-            raise input_error(f"cloth '{name}': its Simulation Mesh is the cloth itself; clear it instead")
+            raise InputError(f"cloth '{name}': its Simulation Mesh is the cloth itself; clear it instead")
         co, sim_mw = evaluated_coords(sim, depsgraph)
-        world = co @ sim_mw[:3, :3].T + sim_mw[:3, 3]
+        world = to_world(co, sim_mw)
         inv = np.linalg.inv(mw)
         local = world @ inv[:3, :3].T + inv[:3, 3]
-        tris = topology(sim, depsgraph)[0]
+        tris = mesh_topology(sim, depsgraph)[0]
         source = f"Simulation Mesh '{sim.name}'"
     else:
         if cs.proxy_vertices >= len(render_local):
-            raise input_error(
+            raise InputError(
                 f"cloth '{name}': Proxy Vertices ({cs.proxy_vertices}) is not fewer than the cloth's own "
                 f"{len(render_local)}: lower it, or set it to 0 to simulate the cloth itself"
             )
@@ -87,18 +89,18 @@ def read(cloth_obj, cs, depsgraph, render_local, render_world, pins, mw, input_e
         tris = dc.triangulate(faces)
         source = f"its {len(local)}-vertex proxy"
     if len(local) < MIN_PROXY or len(tris) == 0:
-        raise input_error(
+        raise InputError(
             f"cloth '{name}': {source} has {len(local)} vertices; a simulation mesh needs at least "
             f"{MIN_PROXY} and faces"
         )
     if len(local) == len(render_local) and np.allclose(local, render_local):
-        raise input_error(f"cloth '{name}': {source} is the cloth itself; clear it to simulate the cloth directly")
-    world = local @ mw[:3, :3].T + mw[:3, 3]
+        raise InputError(f"cloth '{name}': {source} is the cloth itself; clear it to simulate the cloth directly")
+    world = to_world(local, mw)
     embedding = Embedding(render_world, world, tris)
     size = float(np.ptp(render_world, axis=0).max())
     far = embedding.distance > COVER * size
     if far.any():
-        raise input_error(
+        raise InputError(
             f"cloth '{name}': {source} does not cover it: {int(far.sum())} of its {len(far)} vertices lie "
             f"farther than {COVER * size * 100:.1f} cm from it"
         )
@@ -108,7 +110,7 @@ def read(cloth_obj, cs, depsgraph, render_local, render_world, pins, mw, input_e
         dist, nearest = cKDTree(world).query(render_world[pins])
         proxy_pins = np.unique(nearest[dist <= edges.max()])
         if not len(proxy_pins):
-            raise input_error(
+            raise InputError(
                 f"cloth '{name}': no vertex of {source} lies near its pinned vertices, so the proxy "
                 "would hang from nothing: give the proxy vertices there"
             )

@@ -8,8 +8,11 @@ import bpy
 import numpy as np
 
 from .. import core as dc
-from . import convert, proxy
+from . import proxy
 from .colliders import collision_objects
+from .reading import keyed_frames
+from .results import RESULT_KEY, tension_result, uniform
+from .settings import tension_setting
 
 
 def _split(layout):
@@ -108,7 +111,7 @@ class DIFFCLOTH_PT_cloth_stiffness(_RolePanel):
     def draw(self, context):
         layout = _split(self.layout)
         s = context.object.diffcloth
-        layout.prop(s, convert.tension_setting(s))
+        layout.prop(s, tension_setting(s))
         layout.prop(s, "bending")
 
 
@@ -176,7 +179,7 @@ class DIFFCLOTH_PT_target(_RolePanel):
         layout.prop(obj.diffcloth, "weight")
         if obj.type == "MESH":
             layout.prop_search(obj.diffcloth, "weight_group", obj, "vertex_groups")
-        frames = sorted(convert.keyed_frames(obj))
+        frames = sorted(keyed_frames(obj))
         layout.label(
             text=f"Keyed at {', '.join(map(str, frames))}"
             if frames
@@ -226,7 +229,7 @@ class DIFFCLOTH_PT_main(_Sidebar):
         col.label(text="Targets", icon="KEYFRAME")
         for o in objs:
             if o.diffcloth.role == "TARGET":
-                frames = sorted(convert.keyed_frames(o))
+                frames = sorted(keyed_frames(o))
                 col.label(text=f"    {o.name}: {', '.join(map(str, frames)) or 'no keyframes'}")
 
         col = layout.column(align=True)
@@ -249,8 +252,8 @@ class DIFFCLOTH_PT_main(_Sidebar):
                 box.label(text=f"Iteration {state.iteration}   loss {state.loss:.4g}")
                 box.label(text=f"{state.normalized_loss:.2e} of the start loss")
             box.label(text=f"{state.elapsed:.1f} s")
-        if cloth is not None and cloth.get(convert.RESULT_KEY):
-            _draw_result(layout.box(), cloth, cloth[convert.RESULT_KEY])
+        if cloth is not None and cloth.get(RESULT_KEY):
+            _draw_result(layout.box(), cloth, cloth[RESULT_KEY])
 
 
 def _draw_result(box, cloth, stored):
@@ -265,10 +268,10 @@ def _draw_result(box, cloth, stored):
             f"{max1 * 1e3:.1f})"
         )
     cs = cloth.diffcloth
-    setting = convert.tension_setting(cs)
+    setting = tension_setting(cs)
     for key, name, mine, value in (
-        ("k_tension", setting.title(), getattr(cs, setting), convert.tension_result(stored)),
-        ("k_bending", "Bending", cs.bending, convert.uniform(stored, "k_bending")),
+        ("k_tension", setting.title(), getattr(cs, setting), tension_result(stored)),
+        ("k_bending", "Bending", cs.bending, uniform(stored, "k_bending")),
     ):
         if value is None:
             box.label(text=f"{name}: per element ({len(stored[key])} values)")

@@ -60,6 +60,24 @@ def convert():
     return c
 
 
+def errors():
+    from diffcloth.diffcloth_addon import errors as e
+
+    return e
+
+
+def reading():
+    from diffcloth.diffcloth_addon import reading as r
+
+    return r
+
+
+def results():
+    from diffcloth.diffcloth_addon import results as r
+
+    return r
+
+
 def test_register_unregister_leaves_nothing(addon):
     assert hasattr(bpy.types.Object, "diffcloth") and hasattr(bpy.types.Scene, "diffcloth")
     assert "DIFFCLOTH_PT_main" in dir(bpy.types)
@@ -151,7 +169,7 @@ def test_colliders_sampled_per_frame(blank):
     sphere.keyframe_insert("location", frame=1)
     sphere.location = (0.4, 0, -1)
     sphere.keyframe_insert("location", frame=5)
-    for fc in convert().action_fcurves(sphere.animation_data):
+    for fc in reading().action_fcurves(sphere.animation_data):
         for k in fc.keyframe_points:
             k.interpolation = "LINEAR"
     bpy.ops.mesh.primitive_plane_add(location=(0, 0, -2), rotation=(math.radians(30), 0, 0))
@@ -180,7 +198,6 @@ def test_target_frames_from_object_mesh_and_shape_key_animation(blank):
     scene = blank.scene
     scene.frame_start, scene.frame_end = 1, 12
     cloth = grid_cloth()
-    c = convert()
 
     def target(name):
         mesh = cloth.data.copy()
@@ -204,10 +221,10 @@ def test_target_frames_from_object_mesh_and_shape_key_animation(blank):
         p.co.z -= 0.2
     sag.value = 1.0
     sag.keyframe_insert("value", frame=11)
-    assert c.keyed_frames(by_object) == {4, 9}
-    assert c.keyed_frames(by_mesh) == {6}
-    assert c.keyed_frames(by_keys) == {11}
-    setup = c.gather(blank)
+    assert reading().keyed_frames(by_object) == {4, 9}
+    assert reading().keyed_frames(by_mesh) == {6}
+    assert reading().keyed_frames(by_keys) == {11}
+    setup = convert().gather(blank)
     targets = setup.loss.targets
     assert sorted(targets) == [3, 5, 8, 10]  # core frames count from the start frame
     rest = np.array([v.co for v in cloth.data.vertices])
@@ -297,7 +314,7 @@ def test_optimize_end_to_end(posed, blank):
     assert blank.window_manager.diffcloth.normalized_loss < 1e-6
     # the optimized stiffness is kept apart from the artist's until applied
     assert cloth.diffcloth.tension == 4.0
-    assert convert().uniform(cloth["diffcloth_result"], "k_tension") == pytest.approx(10.0, rel=1e-3)
+    assert results().uniform(cloth["diffcloth_result"], "k_tension") == pytest.approx(10.0, rel=1e-3)
     assert bpy.ops.diffcloth.apply_result() == {"FINISHED"}
     assert cloth.diffcloth.tension == pytest.approx(10.0, rel=1e-3)
     mean_before, largest_before, mean_after, largest_after = cloth["diffcloth_result"]["keyframes"]["11"]
@@ -437,7 +454,7 @@ def test_worker_process_that_dies_or_fails_is_reported_and_nothing_is_written(po
     os.kill(run.proc.pid, signal.SIGKILL)
     _, done = run.wait()
     assert done and run.result is None and "was killed (signal 9)" in run.error
-    with pytest.raises(convert().InputError, match="optimize of 'Cloth' failed: the worker process was killed"):
+    with pytest.raises(errors().InputError, match="optimize of 'Cloth' failed: the worker process was killed"):
         operators().finish(blank, setup, run)
     assert untouched(cloth, before)
     # a failure in the worker (a simulation that diverges: its settings' check before the run
@@ -559,7 +576,7 @@ def test_save_and_reopen_keeps_settings_and_bake(posed, blank, tmp_path):
     assert bpy.context.scene.diffcloth.max_iterations == 7
     assert cloth.diffcloth.role == "CLOTH" and cloth.diffcloth.substeps == 2
     assert cloth.diffcloth.tension == 4.0  # the artist's, and the optimized one stored apart:
-    assert convert().uniform(cloth["diffcloth_result"], "k_tension") == pytest.approx(10.0, rel=1e-3)
+    assert results().uniform(cloth["diffcloth_result"], "k_tension") == pytest.approx(10.0, rel=1e-3)
     bpy.context.scene.frame_set(11)
     assert np.allclose(evaluated(cloth), baked, atol=1e-6)
 

@@ -16,7 +16,7 @@ import pytest
 
 bpy = pytest.importorskip("bpy")
 
-from test_addon import evaluated, grid_cloth, ops_report  # noqa: E402
+from test_addon import errors, evaluated, grid_cloth, ops_report, reading, results  # noqa: E402
 
 
 def snapshot(context):
@@ -55,9 +55,7 @@ def snapshot(context):
 
 
 def _fcurves(anim):
-    from diffcloth.diffcloth_addon import convert
-
-    return convert.action_fcurves(anim)
+    return reading().action_fcurves(anim)
 
 
 def _plain(value):
@@ -522,10 +520,9 @@ def matches_plain(context, cloth, atol=1e-5):
     Simulate & Bake does); returns the setup."""
     from diffcloth import core
 
-    convert = conv()
-    setup = convert.gather(context, cloth.name, need_targets=False)
-    scene = convert.apply_stored_result(setup)
-    expected = core.simulate(scene, guess=convert.stored_motion(setup, scene)).x
+    setup = conv().gather(context, cloth.name, need_targets=False)
+    scene = results().apply_stored_result(setup)
+    expected = core.simulate(scene, guess=results().stored_motion(setup, scene)).x
     frames = range(setup.start, setup.end + 1)
     assert bake_names(cloth) == [f"DiffCloth_f{f:04d}" for f in frames]
     frame = context.scene.frame_current
@@ -822,7 +819,7 @@ def test_a_target_duplicated_from_the_baked_cloth(blank):
     copy = blank.active_object
     copy.name, copy.diffcloth.role = "Copy", "TARGET"
     copy.keyframe_insert("location", frame=6)
-    assert conv().keyed_frames(copy) == {6}
+    assert reading().keyed_frames(copy) == {6}
     blank.view_layer.objects.active = cloth
     blank.scene.frame_set(1)
     setup, _ = ops().prepare(blank, "optimize")
@@ -1414,7 +1411,7 @@ def test_a_worker_process_that_ends_badly_writes_nothing(aimed, blank, how):
         else "optimize of 'Cloth' failed: the worker process ended with exit code 1 "
         "before finishing: KeyError: 'params'"
     )
-    with pytest.raises(conv().InputError, match=re.escape(expected)):
+    with pytest.raises(errors().InputError, match=re.escape(expected)):
         ops().finish(blank, setup, run)
     assert snapshot(blank) == before
 
@@ -1482,7 +1479,7 @@ def test_the_scene_changed_during_a_run(aimed, blank, tmp_path, kind):
     if DURING[kind] is not None:
         blank.view_layer.update()
         before = snapshot(blank)
-        with pytest.raises(conv().InputError, match=re.escape(DURING[kind])):
+        with pytest.raises(errors().InputError, match=re.escape(DURING[kind])):
             ops().finish(blank, setup, run)
         assert snapshot(blank) == before
         return
@@ -1600,7 +1597,7 @@ def test_apply_optimized_stiffness_after_the_mesh_changed(aimed, blank):
     any resolution) becomes the cloth's own, and the next run uses it."""
     cloth, target = aimed
     assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
-    optimized = conv().uniform(cloth["diffcloth_result"], "k_tension")
+    optimized = results().uniform(cloth["diffcloth_result"], "k_tension")
     apply_edit(blank, cloth, dict(side=6))
     cloth.diffcloth.pin_group = ""
     bpy.data.objects.remove(target)

@@ -5,7 +5,7 @@ import pytest
 
 bpy = pytest.importorskip("bpy")
 
-from test_addon import draw_all, evaluated, grid_cloth  # noqa: E402
+from test_addon import draw_all, evaluated, grid_cloth, results  # noqa: E402
 
 
 def convert():
@@ -39,21 +39,21 @@ def test_new_target_poses_the_motion_optimize_simulates(blank):
     bpy.context.active_object.diffcloth.role = "SPHERE"
     cloth = grid_cloth(n=10, fabric=True)
     assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
-    assert convert().baked_solver(cloth) == "linearized"
+    assert results().baked_solver(cloth) == "linearized"
     scene.frame_set(12)
     preview = evaluated(cloth)
     assert bpy.ops.diffcloth.new_target() == {"FINISHED"}
-    assert convert().baked_solver(cloth) == "newton"
+    assert results().baked_solver(cloth) == "newton"
     target = bpy.data.objects["Cloth_target_f0012"]
     copied = np.array([target.matrix_world @ v.co for v in target.data.vertices])
     assert np.allclose(copied, evaluated(cloth), atol=1e-6)  # the converged bake, as now shown
     assert np.abs(copied - preview).max() > 1e-3  # which is not the preview
     scene.frame_set(6)
-    motion = cloth[convert().MOTION_KEY].to_list()
+    motion = cloth[results().MOTION_KEY].to_list()
     assert bpy.ops.diffcloth.new_target() == {"FINISHED"}
-    assert cloth[convert().MOTION_KEY].to_list() == motion  # baked once
+    assert cloth[results().MOTION_KEY].to_list() == motion  # baked once
     bpy.ops.diffcloth.clear_bake()
-    assert convert().baked_solver(cloth) is None and convert().MOTION_SOLVER_KEY not in cloth
+    assert results().baked_solver(cloth) is None and results().MOTION_SOLVER_KEY not in cloth
 
 
 @pytest.mark.parametrize("preset", ["Denim", "Silk", "Leather", "Rubber", "Cotton"])

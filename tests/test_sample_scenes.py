@@ -87,7 +87,7 @@ def fingerprint(path):
                 entry["co"] = np.unique(entry["co"].round(9), axis=0)  # changed in Blender 5.0
             entry["groups"] = sorted(g.name for g in obj.vertex_groups)
         if obj.animation_data and obj.animation_data.action:
-            from diffcloth.diffcloth_addon.convert import action_fcurves
+            from diffcloth.diffcloth_addon.reading import action_fcurves
 
             entry["keys"] = sorted(
                 (fc.data_path, fc.array_index, tuple(k.co))

@@ -173,8 +173,9 @@ def test_the_artist_sees_the_setting_by_its_panel_name_and_the_scene_stays(addon
     setattr(cloth.diffcloth, setting, value)
     refused(bpy.context, bpy.ops.diffcloth.simulate, expected)
     from diffcloth.diffcloth_addon import convert
+    from diffcloth.diffcloth_addon.errors import InputError
 
-    with pytest.raises(convert.InputError, match="Substeps"):
+    with pytest.raises(InputError, match="Substeps"):
         convert.gather(bpy.context, need_targets=False)
 
 

@@ -1,0 +1,116 @@
+"""The panel's settings as core's parameters: the cloth, the scene checked against what its solver
+simulates right, and the quantities an optimization varies."""
+
+import numpy as np
+
+from .. import core as dc
+from ..core.model import scene as scene_model
+from .errors import InputError
+
+# Optimize converges every step whatever the cloth's Solver: a linearized step's motion over
+# colliders is chaotic, its exact gradients grow ×10⁴ in two seconds and no optimizer gets far
+# (docs/solver.md), while the converged step's stay of the order of the motion
+OPTIMIZE_SOLVER = "newton"
+
+
+def build_cloth(cs, verts, tris, pins):
+    """The core Cloth of a cloth's settings: a fabric in physical units, or springs (older files)."""
+    if cs.model == "FABRIC":
+        return dc.Fabric(cs.density, cs.stretch, cs.bending, cs.damping).cloth(verts, tris, pinned=pins)
+    return dc.Cloth(
+        verts, tris, mass=cs.mass, k_tension=cs.tension, k_bending=cs.bending, damping=cs.damping, pinned=pins
+    )
+
+
+# the panel's names of what core's BoundsError names (core.model.scene.API_NAMES)
+PANEL_NAMES = {
+    "bending": "Bending Stiffness",
+    "stretch": "Stretch Stiffness",
+    "density": "Density",
+    "tension": "Tension Stiffness",
+    "mass": "Mass",
+    "contact": "Contact Stiffness",
+    "substeps": "Substeps",
+    "linearized": "the Linearized solver",
+    "newton": "the Converged solver",
+}
+
+
+def build_scene(name, cloth, **kw):
+    """The core Scene of cloth `name`, checked by bounded."""
+    return bounded(name, dc.Scene(cloth, bounds=False, **kw))
+
+
+def bounded(name, scene):
+    """scene, if its settings are within what its solver simulates right (core's check_bounds), else
+    an InputError naming the setting by its name on the panel: before the run, with whatever solver
+    the run takes (Optimize converges every step, whatever the preview's Solver)."""
+    try:
+        scene_model.check_bounds(scene)
+    except scene_model.BoundsError as err:
+        raise InputError(f"cloth '{name}': {err.message(PANEL_NAMES)}") from None
+    return scene
+
+
+def tension_setting(cs):
+    """The setting that scales the tension springs: Stretch Stiffness (fabric) or Tension Stiffness."""
+    return "stretch" if cs.model == "FABRIC" else "tension"
+
+
+def self_distance(cs, name, cloth, mesh="its simulated"):
+    """The cloth's self distance (0: Self Collisions off), refused by name beyond what the mesh
+    simulated (the Simulation Mesh's, or the cloth's own for Refine) allows."""
+    if not cs.use_self_collision:
+        return 0.0
+    limit = dc.max_self_distance(cloth)
+    if cs.self_distance > limit:
+        raise InputError(
+            f"cloth '{name}': Self Collisions Distance {cs.self_distance * 1e3:.3g} mm is more than {mesh} "
+            f"mesh allows ({limit * 1e3:.3g} mm, twice its shortest edge): lower it"
+            + (", or simulate through a coarser Simulation Mesh" if mesh == "its simulated" else ", or Refine 0")
+        )
+    return cs.self_distance
+
+
+def params_from_settings(settings, setup):
+    """The parameterizations the artist ticked."""
+    params = []
+    if settings.opt_tension or settings.opt_bending:
+        params.append(dc.GlobalStiffness(tension=settings.opt_tension, bending=settings.opt_bending))
+    if settings.opt_velocity_per_vertex:
+        params.append(dc.InitialVelocity(per_vertex=True))
+    elif settings.opt_velocity:
+        params.append(dc.InitialVelocity())
+    # the costs are distances off a key; per-frame forces sum over frames instead of integrating
+    # over time, so their weights take the frame time in
+    strength, change = (dc.weight_for_distance(d) for d in (settings.force_strength, settings.force_change))
+    dt = setup.scene.dt
+    if settings.opt_forces and settings.force_basis == "KEYS":
+        keyed = dc.KeyedForces(
+            settings.force_key_spacing,
+            strength,
+            change,
+            move_pins=setup.posed_pins if settings.force_move_pins else False,
+        )
+        try:
+            keyed.size(setup.scene)
+        except ValueError as err:
+            raise InputError(f"Force Key Spacing: {str(err).split(': ', 1)[1]}") from None
+        params.append(keyed)
+    elif settings.opt_forces:
+        params.append(dc.ControlForces(strength * dt, change / dt))
+    if settings.opt_wind:
+        params.append(dc.Wind(strength * dt, change / dt))
+    if not params:
+        raise InputError("nothing to optimize: tick at least one quantity under 'Optimize'")
+    return params
+
+
+def tension_value(setup, k_tension):
+    """The cloth's tension setting (Stretch or Tension Stiffness) that makes these springs, or 0
+    if no single value does (per-spring stiffness)."""
+    ratio = k_tension / setup.scene.cloth.k_tension
+    if np.ptp(ratio) > 1e-9 * ratio.mean():
+        return 0.0
+    cs = setup.cloth_obj.diffcloth
+    return float(getattr(cs, tension_setting(cs)) * ratio.mean())
