@@ -85,6 +85,7 @@ class _Simulated:
     pins: np.ndarray
     render_verts: np.ndarray
     render_tris: np.ndarray
+    render_polygons: np.ndarray  # the face of each triangle (Blender's polygon index)
     render_pins: np.ndarray
     render_pins_local: np.ndarray
     embedding: Embedding | None = None
@@ -322,8 +323,10 @@ def _read_start(cloth_obj, depsgraph, start, warnings):
     simulated is no cloth."""
     cs, name = cloth_obj.diffcloth, cloth_obj.name
     verts, tris, faces, local_co, pins = read_cloth(cloth_obj, cs, depsgraph, start)
-    render = dict(render_verts=verts, render_tris=tris, render_pins=pins, render_pins_local=local_co[pins])
-    embedding = None
+    render = dict(
+        render_verts=verts, render_tris=tris, render_polygons=faces, render_pins=pins, render_pins_local=local_co[pins]
+    )
+    embedding, polygons = None, faces
     if proxy.wanted(cs) and refined(cloth_obj):
         warnings.append(
             f"cloth '{name}': its optimized design was refined on the cloth itself, so the cloth is "
@@ -331,10 +334,12 @@ def _read_start(cloth_obj, depsgraph, start, warnings):
         )
     elif proxy.wanted(cs):  # simulate a proxy; the cloth follows it
         start_mw = np.array(cloth_obj.evaluated_get(depsgraph).matrix_world)
-        local_co, tris, pins, embedding = proxy.read(cloth_obj, cs, depsgraph, local_co, verts, pins, start_mw)
+        local_co, tris, polygons, pins, embedding = proxy.read(
+            cloth_obj, cs, depsgraph, local_co, verts, pins, start_mw
+        )
         verts, faces = to_world(local_co, start_mw), np.arange(len(tris))
     try:
-        cloth = build_cloth(cs, verts, tris, pins)
+        cloth = build_cloth(cs, verts, tris, pins, polygons)
     except ValueError as err:  # core's triangle k as the artist's face (Blender's face index)
         message = re.sub(r"\btriangle (\d+)", lambda m: f"face {faces[int(m.group(1))]}", str(err))
         raise InputError(f"cloth '{name}': {message}") from None
@@ -462,7 +467,7 @@ def _colliders(read):
 def _refine(name, cs, read, common, loss):
     """Refine's run: the cloth itself, with the scene's settings, posed by the targets' loss."""
     sim = read.sim
-    full = build_cloth(cs, sim.render_verts, sim.render_tris, sim.render_pins)
+    full = build_cloth(cs, sim.render_verts, sim.render_tris, sim.render_pins, sim.render_polygons)
     own = build_scene(
         name,
         full,

@@ -348,6 +348,11 @@ class DIFFCLOTH_OT_apply_result(_OnCloth):
             )
         cs, setting = obj.diffcloth, tension_setting(obj.diffcloth)
         if tension is not None:
+            # Compression and Shear of their own scale with it, as the optimization scaled them
+            ratio = tension / getattr(cs, setting)
+            for key in ("compression", "shear"):
+                if setting == "stretch" and key + "_value" in cs.keys():
+                    setattr(cs, key, getattr(cs, key) * ratio)
             setattr(cs, setting, tension)
         if bending is not None:
             cs.bending = bending
@@ -371,7 +376,7 @@ class DIFFCLOTH_OT_discard_result(_OnCloth):
 
 
 class DIFFCLOTH_OT_fabric_preset(_OnCloth):
-    """Give the cloth a fabric preset: its density, stretch stiffness, bending rigidity and air damping"""
+    """Give the cloth a fabric preset: its density, stretch, compression and shear stiffness, bending rigidity and air damping"""
 
     bl_idname = "diffcloth.fabric_preset"
     bl_label = "Fabric Preset"
@@ -385,6 +390,12 @@ class DIFFCLOTH_OT_fabric_preset(_OnCloth):
         cs = obj.diffcloth
         cs.model = "FABRIC"
         cs.density, cs.stretch, cs.bending, cs.damping = fabric.density, fabric.stretch, fabric.bending, fabric.damping
+        for key in ("compression", "shear"):  # the preset's own, else the stretch stiffness, following it
+            if getattr(fabric, key) is None:
+                if key + "_value" in cs.keys():
+                    del cs[key + "_value"]
+            else:
+                setattr(cs, key, getattr(fabric, key))
         self.report({"INFO"}, f"'{obj.name}': {fabric.name}")
         return {"FINISHED"}
 

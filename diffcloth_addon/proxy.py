@@ -11,6 +11,7 @@ from scipy.spatial import cKDTree
 
 from .. import core as dc
 from ..core.design.embedding import Embedding
+from ..core.model.mesh import polygon_of_triangles
 from .errors import InputError
 from .reading import evaluated_coords, mesh_topology, to_world
 
@@ -64,8 +65,8 @@ def new_object(cloth_obj, local, faces):
 
 def read(cloth_obj, cs, depsgraph, render_local, render_world, pins, mw):
     """The proxy at the start frame: local vertices (in the cloth's space, so it follows the cloth
-    object), triangles, pinned vertices and the Embedding of the cloth's world rest positions in
-    it; bad input refused by name."""
+    object), triangles, the polygon of each, pinned vertices and the Embedding of the cloth's world
+    rest positions in it; bad input refused by name."""
     name = cloth_obj.name
     if cs.sim_mesh is not None:
         sim = cs.sim_mesh
@@ -77,7 +78,7 @@ def read(cloth_obj, cs, depsgraph, render_local, render_world, pins, mw):
         world = to_world(co, sim_mw)
         inv = np.linalg.inv(mw)
         local = world @ inv[:3, :3].T + inv[:3, 3]
-        tris = mesh_topology(sim, depsgraph)[0]
+        tris, polygons, _ = mesh_topology(sim, depsgraph)
         source = f"Simulation Mesh '{sim.name}'"
     else:
         if cs.proxy_vertices >= len(render_local):
@@ -86,7 +87,7 @@ def read(cloth_obj, cs, depsgraph, render_local, render_world, pins, mw):
                 f"{len(render_local)}: lower it, or set it to 0 to simulate the cloth itself"
             )
         local, faces = decimated(cloth_obj, depsgraph, cs.proxy_vertices)
-        tris = dc.triangulate(faces)
+        tris, polygons = dc.triangulate(faces), polygon_of_triangles(faces)
         source = f"its {len(local)}-vertex proxy"
     if len(local) < MIN_PROXY or len(tris) == 0:
         raise InputError(
@@ -114,7 +115,7 @@ def read(cloth_obj, cs, depsgraph, render_local, render_world, pins, mw):
                 f"cloth '{name}': no vertex of {source} lies near its pinned vertices, so the proxy "
                 "would hang from nothing: give the proxy vertices there"
             )
-    return local, tris, proxy_pins, embedding
+    return local, tris, polygons, proxy_pins, embedding
 
 
 def posed_pins(render_world, render_pins, pins_off, proxy_world, proxy_pins, slack):

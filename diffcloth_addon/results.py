@@ -45,6 +45,8 @@ def apply_stored_result(setup):
         k: v
         for k, v in (
             ("k_tension", stored_array(stored, "k_tension", cloth.n_tension)),
+            ("k_compression", stored_array(stored, "k_compression", cloth.n_tension)),
+            ("k_shear", stored_array(stored, "k_shear", cloth.n_shear)),
             ("k_bending", stored_array(stored, "k_bending", cloth.n_bending)),
         )
         if v is not None
@@ -125,6 +127,7 @@ def store_result(setup, result):
     sc = result.scene
     stored = {
         "k_tension": sc.cloth.k_tension,
+        "k_shear": sc.cloth.k_shear,
         "k_bending": sc.cloth.k_bending,
         "v0": sc.v0.ravel(),
         "solver": sc.solver,
@@ -137,6 +140,8 @@ def store_result(setup, result):
         # the design is the cloth's own though it has a simulation mesh (Refine)
         "refined": setup.embedding is None and proxy.wanted(setup.cloth_obj.diffcloth),
     }
+    if sc.cloth.own_compression is not None:
+        stored["k_compression"] = sc.cloth.own_compression
     if sc.forces is not None:
         stored["forces"] = sc.forces.ravel()
     if sc.pin_path is not None:  # moved pins, as offsets from the cloth object's own path

@@ -1,6 +1,8 @@
 """The panel's settings as core's parameters: the cloth, the scene checked against what its solver
 simulates right, and the quantities an optimization varies."""
 
+import math
+
 import numpy as np
 
 from .. import core as dc
@@ -13,19 +15,36 @@ from .errors import InputError
 OPTIMIZE_SOLVER = "newton"
 
 
-def build_cloth(cs, verts, tris, pins):
-    """The core Cloth of a cloth's settings: a fabric in physical units, or springs (older files)."""
+def build_cloth(cs, verts, tris, pins, polygons):
+    """The core Cloth of a cloth's settings: a fabric in physical units, or springs (older files).
+    polygons: the face of each triangle, so that the quads' diagonals are shear springs."""
     if cs.model == "FABRIC":
-        return dc.Fabric(cs.density, cs.stretch, cs.bending, cs.damping).cloth(verts, tris, pinned=pins)
+        return fabric(cs).cloth(verts, tris, pinned=pins, polygons=polygons)
     return dc.Cloth(
-        verts, tris, mass=cs.mass, k_tension=cs.tension, k_bending=cs.bending, damping=cs.damping, pinned=pins
+        verts,
+        tris,
+        mass=cs.mass,
+        k_tension=cs.tension,
+        k_bending=cs.bending,
+        damping=cs.damping,
+        pinned=pins,
+        polygons=polygons,
     )
+
+
+def fabric(cs):
+    """The core Fabric of a cloth's settings: Compression and Shear equal to the Stretch Stiffness
+    (as in Blender's presets) are the stretch stiffness itself, one design field for all three."""
+    own = {k: getattr(cs, k) for k in ("compression", "shear") if not math.isclose(getattr(cs, k), cs.stretch)}
+    return dc.Fabric(cs.density, cs.stretch, cs.bending, cs.damping, **own)
 
 
 # the panel's names of what core's BoundsError names (core.model.scene.API_NAMES)
 PANEL_NAMES = {
     "bending": "Bending Stiffness",
     "stretch": "Stretch Stiffness",
+    "compression": "Compression Stiffness",
+    "shear": "Shear Stiffness",
     "density": "Density",
     "tension": "Tension Stiffness",
     "mass": "Mass",

@@ -72,8 +72,8 @@ def fabric_name(s):
     """The preset a cloth's fabric settings match, else "Custom" (as Blender's preset menus read)."""
     for fabric in dc.FABRICS.values():
         if all(
-            math.isclose(getattr(s, a), getattr(fabric, a), rel_tol=1e-6)
-            for a in ("density", "stretch", "bending", "damping")
+            math.isclose(getattr(s, a), getattr(fabric, a) or fabric.stretch, rel_tol=1e-6)
+            for a in ("density", "stretch", "compression", "shear", "bending", "damping")
         ):
             return fabric.name
     return "Custom"
@@ -112,6 +112,9 @@ class DIFFCLOTH_PT_cloth_stiffness(_RolePanel):
         layout = _split(self.layout)
         s = context.object.diffcloth
         layout.prop(s, tension_setting(s))
+        if s.model == "FABRIC":  # Blender's order: Tension, Compression, Shear, Bending
+            layout.prop(s, "compression")
+            layout.prop(s, "shear")
         layout.prop(s, "bending")
 
 

@@ -10,6 +10,7 @@ object per line; the outcome is pickled to RESULT ({"result": …} or {"error": 
 stops, keeping the best design, once the file CANCEL exists.
 """
 
+import dataclasses
 import importlib.util
 import json
 import os
@@ -41,52 +42,27 @@ def run(core, job, report, cancelled):
         guess=guess,
         within=job["within"],
     )
-    if job.get("refine") and result.reason != "stopped":
-        result, loss = _refine(core, job, result, report, cancelled), job["refine"]["loss"]
-    # positions only: the trajectory's factorizations stay in this process
-    result.trajectory = types.SimpleNamespace(x=result.trajectory.x, step_x=result.trajectory.step_x)
-    # what the artist reads: per keyframe, the mean and largest distance before and after
-    result.keyframes = {
-        f: result.initial_distances[f] + after for f, after in loss.distances(result.trajectory.x).items()
-    }
-    return result
-
-
-def _refine(core, job, found, report, cancelled):
-    """Refine: the design found through the proxy carried to the cloth itself (Embedding.carry) and
-    optimized there for job["refine"]["iterations"] more iterations, its steps started from the
-    embedded proxy motion. The result (refined = True) goes on from the proxy run's history and
-    start; its loss regularizes the change Refine makes."""
-    refine, embedding = job["refine"], job["loss"].embedding
-    done = len(found.history)
-    spent = found.history[-1]["elapsed"] if done else 0.0
-
-    def more(info):  # an iteration of Refine as the run's next
-        return dict(
-            info,
-            iteration=done + info["iteration"],
-            elapsed=spent + info["elapsed"],
-            normalized_loss=info["loss"] / found.initial_loss if found.initial_loss > 0 else 0.0,
-            refining=True,
+    refine = job.get("refine")
+    if refine and result.reason != "stopped":  # Refine: the design carried to the cloth itself
+        result, loss = (
+            core.refine(
+                result,
+                loss.embedding,
+                job["scene"],
+                refine["scene"],
+                refine["loss"],
+                refine["params"],
+                refine["iterations"],
+                callback=lambda info: report(info) or cancelled(),
+                within=job["within"],
+            ),
+            refine["loss"],
         )
-
-    def progress(info):
-        return report(more(info)) or cancelled()
-
-    result = core.optimize(
-        embedding.carry(job["scene"], found.scene, refine["scene"]),
-        refine["loss"],
-        refine["params"],
-        max_iter=refine["iterations"],
-        callback=progress,
-        guess=embedding.apply(found.trajectory.step_x),
-        within=job["within"],
-    )
-    result.history = found.history + [more(h) for h in result.history]
-    # the keys' distances of the cloth itself simulated with the proxy's design: what Refine started from
-    result.carried_distances = result.initial_distances
-    result.initial_loss, result.initial_distances, result.refined = found.initial_loss, found.initial_distances, True
-    return result
+    # what the artist reads: per keyframe, the mean and largest distance before and after
+    keyframes = {f: result.initial_distances[f] + after for f, after in loss.distances(result.trajectory.x).items()}
+    # positions only: the trajectory's factorizations stay in this process
+    trajectory = types.SimpleNamespace(x=result.trajectory.x, step_x=result.trajectory.step_x)
+    return dataclasses.replace(result, trajectory=trajectory, keyframes=keyframes)
 
 
 def progress_line(info):

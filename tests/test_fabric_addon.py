@@ -135,3 +135,81 @@ def test_optimized_stretch_is_applied_to_the_fabric(blank):
     assert cloth["diffcloth_result"]["solver"] == "newton"
     assert bpy.ops.diffcloth.apply_result() == {"FINISHED"}
     assert cloth.diffcloth.stretch == pytest.approx(30.0, rel=1e-3)
+
+
+def settings():
+    from diffcloth.diffcloth_addon import settings as s
+
+    return s
+
+
+def test_compression_and_shear_follow_the_stretch_stiffness_until_set(blank):
+    """As in Blender's presets (and files from before these settings), Compression and Shear are the
+    Stretch Stiffness until the artist gives them values; the panel shows them in Blender's order."""
+    cloth = grid_cloth(fabric=True)
+    s = cloth.diffcloth
+    assert (s.compression, s.shear) == pytest.approx((90.0, 90.0))
+    s.stretch = 120.0
+    assert (s.compression, s.shear) == pytest.approx((120.0, 120.0))
+    shown = draw_all(blank)
+    order = [p for p in shown if p in ("stretch", "compression", "shear", "bending")]
+    assert order == ["stretch", "compression", "shear", "bending"]
+    sc = convert().gather(blank, need_targets=False).scene
+    assert sc.cloth.own_compression is None  # one stiffness both ways
+    assert sc.cloth.n_shear == 25  # a diagonal per quad of the 6×6 grid
+    s.compression, s.shear = 30.0, 60.0
+    s.stretch = 200.0
+    assert (s.compression, s.shear) == pytest.approx((30.0, 60.0))
+    cloth2 = convert().gather(blank, need_targets=False).scene.cloth
+    assert np.allclose(cloth2.own_compression / cloth2.k_tension, 30.0 / 200.0)
+    assert np.allclose(cloth2.k_shear / sc.cloth.k_shear, 60.0 / 120.0)
+    assert bpy.ops.diffcloth.fabric_preset(preset="Denim") == {"FINISHED"}
+    assert (s.compression, s.shear) == pytest.approx((220.0, 220.0))
+    s.stretch = 100.0
+    assert (s.compression, s.shear) == pytest.approx((100.0, 100.0))  # following again
+
+
+def test_soft_compression_and_shear_change_what_blender_shows(blank):
+    """A cloth hanging from two corners: a soft Shear lets its quads skew into a deeper sag, a soft
+    Compression lets the slack edges shorten in plane; both bakes differ from the preset's."""
+    scene = blank.scene
+    scene.frame_start, scene.frame_end = 1, 12
+    cloth = grid_cloth(n=8, fabric=True)
+    cloth.diffcloth.solver = "NEWTON"  # the physics itself (docs/solver.md: linearized steps of 0.1 s)
+    shapes = []
+    for compression, shear in ((None, None), (None, 2.0), (2.0, None)):
+        s = cloth.diffcloth
+        for key, value in (("compression", compression), ("shear", shear)):
+            if value is None:
+                if key + "_value" in s.keys():
+                    del s[key + "_value"]
+            else:
+                setattr(s, key, value)
+        assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+        scene.frame_set(12)
+        shapes.append(evaluated(cloth))
+        scene.frame_set(1)
+    preset, soft_shear, soft_compression = shapes
+    assert soft_shear[:, 2].min() < preset[:, 2].min() - 0.01
+    assert np.abs(soft_compression - preset).max() > 1e-3
+
+
+def test_optimized_stretch_scales_compression_and_shear_of_their_own(blank):
+    scene = blank.scene
+    scene.frame_start, scene.frame_end = 1, 8
+    cloth = grid_cloth(fabric=True)
+    s = cloth.diffcloth
+    s.solver = "NEWTON"
+    s.stretch, s.compression, s.shear = 30.0, 15.0, 45.0
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    scene.frame_set(8)
+    assert bpy.ops.diffcloth.new_target() == {"FINISHED"}
+    bpy.ops.diffcloth.clear_bake()
+    scene.frame_set(1)
+    s.stretch, s.compression, s.shear = 12.0, 6.0, 18.0
+    scene.diffcloth.max_iterations = 20
+    assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
+    stored = cloth["diffcloth_result"]
+    assert "k_compression" in stored and "k_shear" in stored
+    assert bpy.ops.diffcloth.apply_result() == {"FINISHED"}
+    assert (s.stretch, s.compression, s.shear) == pytest.approx((30.0, 15.0, 45.0), rel=2e-3)

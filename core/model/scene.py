@@ -65,6 +65,8 @@ STRETCH_LOCK = 2000.0
 API_NAMES = {
     "bending": "bending rigidity",
     "stretch": "stretch stiffness",
+    "compression": "compression stiffness",
+    "shear": "shear stiffness",
     "density": "density",
     "tension": "k_tension",
     "mass": "mass",
@@ -147,7 +149,14 @@ def check_bounds(scene):
         return
     fabric = cloth.fabric
     if fabric is not None:
-        values = {"bending": ("bending", fabric.bending, "N·m"), "tension": ("stretch", fabric.stretch, "N/m")}
+        # the in-plane stiffness named: the largest of the fabric's (stretch where they are equal)
+        in_plane = [
+            (fabric.stretch, "stretch"),
+            (fabric.compression or 0.0, "compression"),
+            (fabric.shear or 0.0, "shear"),
+        ]
+        stiffest, which = max(in_plane, key=lambda v: v[0])
+        values = {"bending": ("bending", fabric.bending, "N·m"), "tension": (which, stiffest, "N/m")}
         light = ("density", fabric.density, "kg/m²")
     else:
         unit = "N·m" if cloth.bending == "hinge" else "N/m"

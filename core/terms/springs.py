@@ -114,15 +114,16 @@ class Springs(Term):
     def projected_law(self, s):
         """H̃'s along stiffness A/k, its derivative in s, and its transverse force r/k and dr/ds:
         the exact law where it is positive semidefinite, a compressed spring's transverse force
-        ramped to 0."""
+        ramped to 0, and a stretch-only spring's along stiffness k whatever its stretch. Exact,
+        that one vanishes under compression, and one linear solve from a compressed start cannot
+        see the stiffness it meets once stretched: a cloth of Compression at 2% of its Tension fell
+        to a third of its converged depth at 0.1 s steps (with the bound: 90%)."""
         if self.branch == -1:
             _, dr = ramp(-s, self.tau)
             zero = np.zeros_like(s)
             return dr, -ramp_slope(-s, self.tau), zero, zero
         r, dr = ramp(s, self.tau)
-        if self.branch == 0:
-            return np.ones_like(s), np.zeros_like(s), r, dr
-        return dr, ramp_slope(s, self.tau), r, dr
+        return np.ones_like(s), np.zeros_like(s), r, dr
 
     def energy(self, q):
         return float(np.dot(self.k, self.law(q.stretch)[2]))
