@@ -22,7 +22,7 @@ from .results import (
     tension_result,
     uniform,
 )
-from .settings import OPTIMIZE_SOLVER, bounded, params_from_settings, tension_setting
+from .settings import OPTIMIZE_SOLVER, OWN_STIFFNESS, bounded, params_from_settings, tension_setting
 
 G = 9.81  # control accelerations are reported in g: an artist tells physics from puppetry by it
 
@@ -350,8 +350,8 @@ class DIFFCLOTH_OT_apply_result(_OnCloth):
         if tension is not None:
             # Compression and Shear of their own scale with it, as the optimization scaled them
             ratio = tension / getattr(cs, setting)
-            for key in ("compression", "shear"):
-                if setting == "stretch" and key + "_value" in cs.keys():
+            for key in OWN_STIFFNESS:
+                if setting == "stretch" and getattr(cs, "use_" + key):
                     setattr(cs, key, getattr(cs, key) * ratio)
             setattr(cs, setting, tension)
         if bending is not None:
@@ -390,12 +390,10 @@ class DIFFCLOTH_OT_fabric_preset(_OnCloth):
         cs = obj.diffcloth
         cs.model = "FABRIC"
         cs.density, cs.stretch, cs.bending, cs.damping = fabric.density, fabric.stretch, fabric.bending, fabric.damping
-        for key in ("compression", "shear"):  # the preset's own, else the stretch stiffness, following it
-            if getattr(fabric, key) is None:
-                if key + "_value" in cs.keys():
-                    del cs[key + "_value"]
-            else:
-                setattr(cs, key, getattr(fabric, key))
+        for key in OWN_STIFFNESS:  # the preset's own, else the stretch stiffness
+            value = getattr(fabric, key)
+            setattr(cs, "use_" + key, value is not None)
+            setattr(cs, key, fabric.stretch if value is None else value)
         self.report({"INFO"}, f"'{obj.name}': {fabric.name}")
         return {"FINISHED"}
 

@@ -67,23 +67,30 @@ class DiffClothObjectSettings(bpy.types.PropertyGroup):
         min=1e-3,
         soft_max=1e5,
     )
-    # until set, each is the Stretch Stiffness (as in Blender's presets, and in files from before
-    # these settings): an ID property of its own holds a value once the artist gives one
+    # unticked, each is the Stretch Stiffness (as in Blender's presets, and in files from before them)
+    use_compression: BoolProperty(
+        name="Compression Stiffness",
+        description="Give compression a stiffness of its own; unticked, the Stretch Stiffness",
+        default=False,
+    )
     compression: FloatProperty(
         name="Compression Stiffness",
-        description="How much the fabric resists compression (N/m), as Stretch Stiffness resists "
-        "stretching; lower, the fabric shortens in plane before it buckles. Until set: the Stretch Stiffness",
-        get=lambda self: self.get("compression_value", self.stretch),
-        set=lambda self, value: self.__setitem__("compression_value", value),
+        description="How much the fabric resists compression (N/m), as Stretch Stiffness resists stretching; "
+        "lower, the fabric shortens in plane before it buckles",
+        default=90.0,
         min=1e-3,
         soft_max=1e5,
+    )
+    use_shear: BoolProperty(
+        name="Shear Stiffness",
+        description="Give shear a stiffness of its own; unticked, the Stretch Stiffness",
+        default=False,
     )
     shear: FloatProperty(
         name="Shear Stiffness",
         description="How much the fabric resists shearing (N/m): the stiffness of the diagonal across "
-        "each quad (a mesh of triangles has none). Until set: the Stretch Stiffness",
-        get=lambda self: self.get("shear_value", self.stretch),
-        set=lambda self, value: self.__setitem__("shear_value", value),
+        "each quad (a mesh of triangles has none)",
+        default=90.0,
         min=1e-3,
         soft_max=1e5,
     )

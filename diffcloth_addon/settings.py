@@ -33,10 +33,20 @@ def build_cloth(cs, verts, tris, pins, polygons):
 
 
 def fabric(cs):
-    """The core Fabric of a cloth's settings: Compression and Shear equal to the Stretch Stiffness
-    (as in Blender's presets) are the stretch stiffness itself, one design field for all three."""
-    own = {k: getattr(cs, k) for k in ("compression", "shear") if not math.isclose(getattr(cs, k), cs.stretch)}
+    """The core Fabric of a cloth's settings: Compression and Shear unticked (or equal to the Stretch
+    Stiffness, as in Blender's presets) are the stretch stiffness itself, one design field for all."""
+    own = {k: getattr(cs, k) for k in OWN_STIFFNESS if own_stiffness(cs, k) != cs.stretch}
     return dc.Fabric(cs.density, cs.stretch, cs.bending, cs.damping, **own)
+
+
+# the stiffnesses a fabric may set apart from its stretch (ticked use_*)
+OWN_STIFFNESS = ("compression", "shear")
+
+
+def own_stiffness(cs, key):
+    """A fabric's compression or shear stiffness: its own where ticked, else the stretch stiffness."""
+    value = getattr(cs, key) if getattr(cs, "use_" + key) else cs.stretch
+    return cs.stretch if math.isclose(value, cs.stretch) else value
 
 
 # the panel's names of what core's BoundsError names (core.model.scene.API_NAMES)

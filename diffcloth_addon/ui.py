@@ -12,7 +12,7 @@ from . import proxy
 from .colliders import collision_objects
 from .reading import keyed_frames
 from .results import RESULT_KEY, tension_result, uniform
-from .settings import tension_setting
+from .settings import OWN_STIFFNESS, own_stiffness, tension_setting
 
 
 def _split(layout):
@@ -72,9 +72,9 @@ def fabric_name(s):
     """The preset a cloth's fabric settings match, else "Custom" (as Blender's preset menus read)."""
     for fabric in dc.FABRICS.values():
         if all(
-            math.isclose(getattr(s, a), getattr(fabric, a) or fabric.stretch, rel_tol=1e-6)
-            for a in ("density", "stretch", "compression", "shear", "bending", "damping")
-        ):
+            math.isclose(getattr(s, a), getattr(fabric, a), rel_tol=1e-6)
+            for a in ("density", "stretch", "bending", "damping")
+        ) and all(math.isclose(own_stiffness(s, k), getattr(fabric, k) or fabric.stretch) for k in OWN_STIFFNESS):
             return fabric.name
     return "Custom"
 
@@ -113,8 +113,12 @@ class DIFFCLOTH_PT_cloth_stiffness(_RolePanel):
         s = context.object.diffcloth
         layout.prop(s, tension_setting(s))
         if s.model == "FABRIC":  # Blender's order: Tension, Compression, Shear, Bending
-            layout.prop(s, "compression")
-            layout.prop(s, "shear")
+            for key in OWN_STIFFNESS:  # ticked: a value of its own
+                row = layout.row(heading=s.bl_rna.properties[key].name)
+                row.prop(s, "use_" + key, text="")
+                value = row.row()
+                value.active = getattr(s, "use_" + key)
+                value.prop(s, key, text="")
         layout.prop(s, "bending")
 
 

@@ -137,36 +137,31 @@ def test_optimized_stretch_is_applied_to_the_fabric(blank):
     assert cloth.diffcloth.stretch == pytest.approx(30.0, rel=1e-3)
 
 
-def settings():
-    from diffcloth.diffcloth_addon import settings as s
-
-    return s
-
-
-def test_compression_and_shear_follow_the_stretch_stiffness_until_set(blank):
+def test_compression_and_shear_are_the_stretch_stiffness_until_ticked(blank):
     """As in Blender's presets (and files from before these settings), Compression and Shear are the
-    Stretch Stiffness until the artist gives them values; the panel shows them in Blender's order."""
+    Stretch Stiffness unless ticked; the panel shows them in Blender's order."""
     cloth = grid_cloth(fabric=True)
     s = cloth.diffcloth
-    assert (s.compression, s.shear) == pytest.approx((90.0, 90.0))
-    s.stretch = 120.0
-    assert (s.compression, s.shear) == pytest.approx((120.0, 120.0))
+    assert not s.use_compression and not s.use_shear
     shown = draw_all(blank)
     order = [p for p in shown if p in ("stretch", "compression", "shear", "bending")]
     assert order == ["stretch", "compression", "shear", "bending"]
+    s.stretch, s.compression = 120.0, 30.0  # unticked: not used
     sc = convert().gather(blank, need_targets=False).scene
     assert sc.cloth.own_compression is None  # one stiffness both ways
     assert sc.cloth.n_shear == 25  # a diagonal per quad of the 6×6 grid
-    s.compression, s.shear = 30.0, 60.0
-    s.stretch = 200.0
-    assert (s.compression, s.shear) == pytest.approx((30.0, 60.0))
+    s.use_compression, s.use_shear, s.shear = True, True, 60.0
     cloth2 = convert().gather(blank, need_targets=False).scene.cloth
-    assert np.allclose(cloth2.own_compression / cloth2.k_tension, 30.0 / 200.0)
+    assert np.allclose(cloth2.own_compression / cloth2.k_tension, 30.0 / 120.0)
     assert np.allclose(cloth2.k_shear / sc.cloth.k_shear, 60.0 / 120.0)
+    labels = []
+    draw_all(blank, labels)
+    assert "Custom" in labels
     assert bpy.ops.diffcloth.fabric_preset(preset="Denim") == {"FINISHED"}
-    assert (s.compression, s.shear) == pytest.approx((220.0, 220.0))
-    s.stretch = 100.0
-    assert (s.compression, s.shear) == pytest.approx((100.0, 100.0))  # following again
+    assert not s.use_compression and not s.use_shear and s.compression == pytest.approx(220.0)
+    labels = []
+    draw_all(blank, labels)
+    assert "Denim" in labels
 
 
 def test_soft_compression_and_shear_change_what_blender_shows(blank):
@@ -176,15 +171,10 @@ def test_soft_compression_and_shear_change_what_blender_shows(blank):
     scene.frame_start, scene.frame_end = 1, 12
     cloth = grid_cloth(n=8, fabric=True)
     cloth.diffcloth.solver = "NEWTON"  # the physics itself (docs/solver.md: linearized steps of 0.1 s)
+    cloth.diffcloth.compression = cloth.diffcloth.shear = 2.0
     shapes = []
-    for compression, shear in ((None, None), (None, 2.0), (2.0, None)):
-        s = cloth.diffcloth
-        for key, value in (("compression", compression), ("shear", shear)):
-            if value is None:
-                if key + "_value" in s.keys():
-                    del s[key + "_value"]
-            else:
-                setattr(s, key, value)
+    for use_compression, use_shear in ((False, False), (False, True), (True, False)):
+        cloth.diffcloth.use_compression, cloth.diffcloth.use_shear = use_compression, use_shear
         assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
         scene.frame_set(12)
         shapes.append(evaluated(cloth))
@@ -200,6 +190,7 @@ def test_optimized_stretch_scales_compression_and_shear_of_their_own(blank):
     cloth = grid_cloth(fabric=True)
     s = cloth.diffcloth
     s.solver = "NEWTON"
+    s.use_compression = s.use_shear = True
     s.stretch, s.compression, s.shear = 30.0, 15.0, 45.0
     assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
     scene.frame_set(8)

@@ -4,11 +4,10 @@ central differences with either solver, with and without contact."""
 
 import numpy as np
 import pytest
+from test_gradients import F, make_scene
 from test_tangent import paired
 
 import diffcloth.core as dc
-
-F = 6
 
 
 def quads(n, size=0.4):
@@ -100,31 +99,19 @@ def test_shear_stiffness_holds_a_square_against_a_sideways_pull():
 
 
 def scene_for(solver, contact):
+    """test_gradients' scene (free, or over a sphere) as quads with tension, compression and shear apart."""
     rng = np.random.default_rng(11)
+    scene = make_scene(("linearized_" if solver == "linearized" else "") + ("sphere" if contact else "smooth"))
     verts, faces = quads(5)
     n_t = dc.Cloth(verts, faces).n_tension
-    cloth = dc.Cloth(
-        verts,
-        faces,
-        mass=0.1,
-        k_tension=rng.uniform(8, 14, n_t),
-        k_compression=rng.uniform(2, 6, n_t),
-        k_shear=rng.uniform(3, 9, 16),
-        k_bending=2e-3,
-        damping=0.3,
-        pinned=[20, 24],
+    stiffness = dict(
+        k_tension=rng.uniform(8, 14, n_t), k_compression=rng.uniform(2, 6, n_t), k_shear=rng.uniform(3, 9, 16)
     )
-    colliders = [dc.Sphere((0.0, 0.05, -0.16), 0.1)] if contact else []
-    return dc.Scene(
-        cloth,
-        steps=F,
-        dt=0.05,
-        v0=rng.normal(size=(25, 3)) * 0.1,
-        forces=rng.normal(size=(F, 25, 3)) * 0.01,
-        contact_stiffness=7.5e4,
-        tol=1e-12,
-        solver=solver,
-        colliders=colliders,
+    c = scene.cloth
+    return scene.replace(
+        cloth=dc.Cloth(
+            verts, faces, mass=c.mass, k_bending=c.k_bending, damping=c.damping, pinned=c.pinned, **stiffness
+        )
     )
 
 

@@ -166,23 +166,21 @@ class Springs(Term):
         beta = self.k * r / q.length
         return (self.k * along - beta) / q.length, (self.k * dr - beta) / q.length, self.k * dalong
 
+    def _parts(self, q, v):
+        """Per spring: v's spring difference, its part along u, and the rest across u."""
+        dv = self.geometry.across @ v
+        along = _dot(dv, q.dir)
+        return dv, along, dv - along[:, None] * q.dir
+
     def add_third(self, q, a, b, out):
-        g, u = self.geometry, q.dir
-        da, db = g.across @ a, g.across @ b
-        c1, c2, c3 = self._third_terms(q)
-        au, bu = _dot(da, u), _dot(db, u)
-        pa, pb = da - au[:, None] * u, db - bu[:, None] * u
-        grad = c1[:, None] * (bu[:, None] * pa + au[:, None] * pb) + (c2 * _dot(da, pb) + c3 * au * bu)[:, None] * u
-        out += g.incidence @ grad
+        (c1, c2, c3), (da, au, pa), (_, bu, pb) = self._third_terms(q), self._parts(q, a), self._parts(q, b)
+        grad = c1[:, None] * (bu[:, None] * pa + au[:, None] * pb) + (c2 * _dot(da, pb) + c3 * au * bu)[:, None] * q.dir
+        out += self.geometry.incidence @ grad
 
     def add_third_tangent(self, q, w, b, out):
-        g, u = self.geometry, q.dir
-        dw, db = g.across @ w, g.across @ b
-        c1, c2, c3 = self._third_terms(q)
-        wu, bu = _dot(dw, u), _dot(db, u)
-        pw, pb = dw - wu[:, None] * u, db - bu[:, None] * u
-        grad = c1[:, None] * (bu[:, None] * pw + _dot(pw, db)[:, None] * u) + (c2 * wu)[:, None] * pb
-        out += g.incidence @ (grad + (c3 * wu * bu)[:, None] * u)
+        (c1, c2, c3), (_, wu, pw), (db, bu, pb) = self._third_terms(q), self._parts(q, w), self._parts(q, b)
+        grad = c1[:, None] * (bu[:, None] * pw + _dot(pw, db)[:, None] * q.dir) + (c2 * wu)[:, None] * pb
+        out += self.geometry.incidence @ (grad + (c3 * wu * bu)[:, None] * q.dir)
 
     def design_gradient(self, q, v, out):
         out[self.field] += self.law(q.stretch)[0] * _dot(q.dir, self.geometry.across @ v)
