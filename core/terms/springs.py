@@ -104,15 +104,20 @@ class Springs(Term):
     def at(self, p):
         return self.geometry.at(p)
 
+    def force(self, s):
+        """ψ′(s) (S,): the force per unit k."""
+        return s if self.branch == 0 else self.branch * ramp(self.branch * s, self.tau)[0]
+
     def law(self, s):
-        """ψ′(s), ψ″(s) (S,) and ψ(s)."""
+        """ψ′(s), ψ″(s) (S,, or 1.0 both ways) and ψ(s)."""
         if self.branch == 0:
-            return s, np.ones_like(s), 0.5 * s * s
+            return s, 1.0, 0.5 * s * s
         r, dr, e = ramp(self.branch * s, self.tau, energy=True)
         return self.branch * r, dr, e
 
     def projected_law(self, s):
-        """H̃'s along stiffness A/k, its derivative in s, and its transverse force r/k and dr/ds:
+        """H̃'s along stiffness A/k, its derivative in s (scalars where constant), and its
+        transverse force r/k and dr/ds:
         the exact law where it is positive semidefinite, a compressed spring's transverse force
         ramped to 0, and a stretch-only spring's along stiffness k whatever its stretch. Exact,
         that one vanishes under compression, and one linear solve from a compressed start cannot
@@ -123,13 +128,13 @@ class Springs(Term):
             zero = np.zeros_like(s)
             return dr, -ramp_slope(-s, self.tau), zero, zero
         r, dr = ramp(s, self.tau)
-        return np.ones_like(s), np.zeros_like(s), r, dr
+        return 1.0, 0.0, r, dr
 
     def energy(self, q):
         return float(np.dot(self.k, self.law(q.stretch)[2]))
 
     def add_gradient(self, q, out):
-        out += self.geometry.incidence @ ((self.k * self.law(q.stretch)[0])[:, None] * q.dir)
+        out += self.geometry.incidence @ ((self.k * self.force(q.stretch))[:, None] * q.dir)
 
     def hessian(self, q, acc, mode):
         if mode.projected:
@@ -153,7 +158,7 @@ class Springs(Term):
         out += g.incidence @ (along[:, None] * q.dir + a[:, None] * dv)
 
     def newton_forces(self, q):
-        return self.k * self.law(q.stretch)[0]
+        return self.k * self.force(q.stretch)
 
     def newton_update(self, forces, old, step, alpha):
         d1, d2, _ = self.law(old.stretch)
@@ -183,10 +188,10 @@ class Springs(Term):
         out += self.geometry.incidence @ (grad + (c3 * wu * bu)[:, None] * q.dir)
 
     def design_gradient(self, q, v, out):
-        out[self.field] += self.law(q.stretch)[0] * _dot(q.dir, self.geometry.across @ v)
+        out[self.field] += self.force(q.stretch) * _dot(q.dir, self.geometry.across @ v)
 
     def design_tangent(self, q, dp, out):
-        out += self.geometry.incidence @ ((dp[self.field] * self.law(q.stretch)[0])[:, None] * q.dir)
+        out += self.geometry.incidence @ ((dp[self.field] * self.force(q.stretch))[:, None] * q.dir)
 
     def _unit_blocks(self, q):
         """H̃'s along and transverse stiffness per unit k (H̃ is linear in k)."""
