@@ -287,9 +287,9 @@ def addon_case(side, max_iter, pose, move_pins, within, table=False, proxy=None,
         )
         out, stored = optimized_row(cloth, name, side, max_iter, within, move_pins)
         if proxy is not None:
-            from diffcloth.diffcloth_addon import convert
+            from diffcloth.diffcloth_addon import proxy as proxy_module
 
-            vertices = len(convert.rest_proxy(bpy.context, cloth, proxy)[0])
+            vertices = len(proxy_module.decimated_at_start(bpy.context, cloth, proxy)[0])
             out.update(proxy_vertices=vertices, refine=refine, simulate_s=round(simulate_s, 2))
             if refine:  # the cloth itself simulated with the proxy's design, before Refine's iterations
                 out["refine_start_mm"] = {k: round(v[0] * 1e3, 1) for k, v in stored["refine_start"].items()}

@@ -52,7 +52,7 @@ from dev_extension import load_extension  # noqa: E402
 from fabric import blender_run, world_positions  # noqa: E402
 
 ext = load_extension()
-from diffcloth.diffcloth_addon import convert, proxy  # noqa: E402
+from diffcloth.diffcloth_addon import proxy  # noqa: E402
 
 WITHIN_MM = 10.0  # Stop Within, and the criterion on every key's mean distance
 LIMIT_S = 120.0  # Optimize's wall time (criterion for the default proxy)
@@ -92,7 +92,7 @@ def diffcloth_bake(side, budget):
     run simulated (local vertices and faces: the add-on's own decimation, made before the run)."""
     cloth, _ = addon_scene(side)
     cloth.diffcloth.proxy_vertices = budget
-    local, faces = convert.rest_proxy(bpy.context, cloth, budget)
+    local, faces = proxy.decimated_at_start(bpy.context, cloth, budget)
     t0 = time.perf_counter()
     assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
     seconds = time.perf_counter() - t0

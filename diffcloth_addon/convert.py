@@ -112,18 +112,6 @@ class _Read:
     target_pos: dict = field(default_factory=dict)  # frame: (target name, world positions)
 
 
-def rest_proxy(context, cloth_obj, budget):
-    """proxy.decimated of the cloth as a run reads it: at the start frame, without DiffCloth's bake."""
-    scene, original_frame = context.scene, context.scene.frame_current
-    try:
-        with OwnKeysMuted(cloth_obj):
-            scene.frame_set(frame_range(scene)[0])
-            context.view_layer.update()
-            return proxy.decimated(cloth_obj, context.evaluated_depsgraph_get(), budget)
-    finally:
-        scene.frame_set(original_frame)
-
-
 def _constant(poses):
     return poses[0] if np.allclose(poses, poses[0]) else poses
 

@@ -461,7 +461,7 @@ class DIFFCLOTH_OT_make_proxy(_OnCloth):
                 f"cloth '{cloth.name}' has {len(cloth.data.vertices)} vertices, not more than a "
                 f"{budget}-vertex proxy: simulate it directly",
             )
-        sim = proxy.new_object(cloth, *convert.rest_proxy(context, cloth, budget))
+        sim = proxy.new_object(cloth, *proxy.decimated_at_start(context, cloth, budget))
         cloth.diffcloth.sim_mesh = sim
         self.report(
             {"INFO"}, f"'{sim.name}' ({len(sim.data.vertices)} vertices) is now the Simulation Mesh of '{cloth.name}'"
