@@ -30,6 +30,20 @@ SETTINGS_VERSION = 3
 LEGACY_DEFAULTS = {"bending": 1e-4, "damping": 0.0}
 
 
+def _stiffness(name, description):
+    """A fabric's in-plane stiffness in N/m, Cotton's by default."""
+    return FloatProperty(name=name, description=description, default=90.0, min=1e-3, soft_max=1e5)
+
+
+def _use(what):
+    """The tick that gives `what` a stiffness of its own."""
+    return BoolProperty(
+        name=f"{what.title()} Stiffness",
+        description=f"Give {what} a stiffness of its own; unticked, the Stretch Stiffness",
+        default=False,
+    )
+
+
 class DiffClothObjectSettings(bpy.types.PropertyGroup):
     role: EnumProperty(name="Role", items=ROLES, default="NONE", description="What this object is to DiffCloth")
     # cloth
@@ -59,40 +73,23 @@ class DiffClothObjectSettings(bpy.types.PropertyGroup):
         soft_max=5.0,
         precision=3,
     )
-    stretch: FloatProperty(
-        name="Stretch Stiffness",
-        description="Force per unit width per unit strain (N/m): how "
-        "much the fabric resists stretching, the same at any mesh resolution",
-        default=90.0,
-        min=1e-3,
-        soft_max=1e5,
+    stretch: _stiffness(
+        "Stretch Stiffness",
+        "Force per unit width per unit strain (N/m): how much the fabric resists stretching, the same at "
+        "any mesh resolution",
     )
     # unticked, each is the Stretch Stiffness (as in Blender's presets, and in files from before them)
-    use_compression: BoolProperty(
-        name="Compression Stiffness",
-        description="Give compression a stiffness of its own; unticked, the Stretch Stiffness",
-        default=False,
+    use_compression: _use("compression")
+    compression: _stiffness(
+        "Compression Stiffness",
+        "How much the fabric resists compression (N/m), as Stretch Stiffness resists stretching; lower, "
+        "the fabric shortens in plane before it buckles",
     )
-    compression: FloatProperty(
-        name="Compression Stiffness",
-        description="How much the fabric resists compression (N/m), as Stretch Stiffness resists stretching; "
-        "lower, the fabric shortens in plane before it buckles",
-        default=90.0,
-        min=1e-3,
-        soft_max=1e5,
-    )
-    use_shear: BoolProperty(
-        name="Shear Stiffness",
-        description="Give shear a stiffness of its own; unticked, the Stretch Stiffness",
-        default=False,
-    )
-    shear: FloatProperty(
-        name="Shear Stiffness",
-        description="How much the fabric resists shearing (N/m): the stiffness of the diagonal across "
-        "each quad (a mesh of triangles has none)",
-        default=90.0,
-        min=1e-3,
-        soft_max=1e5,
+    use_shear: _use("shear")
+    shear: _stiffness(
+        "Shear Stiffness",
+        "How much the fabric resists shearing (N/m): the stiffness of the diagonal across each quad (a mesh "
+        "of triangles has none)",
     )
     mass: FloatProperty(name="Mass", description="Total mass of the cloth", default=0.5, min=1e-6, unit="MASS")
     tension: FloatProperty(
