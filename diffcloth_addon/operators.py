@@ -350,8 +350,8 @@ class DIFFCLOTH_OT_apply_result(_OnCloth):
         if tension is not None:
             # Compression and Shear of their own scale with it, as the optimization scaled them
             ratio = tension / getattr(cs, setting)
-            for key in OWN_STIFFNESS:
-                if setting == "stretch" and getattr(cs, "use_" + key):
+            for key in OWN_STIFFNESS if setting == "stretch" else ():
+                if getattr(cs, "use_" + key):
                     setattr(cs, key, getattr(cs, key) * ratio)
             setattr(cs, setting, tension)
         if bending is not None:

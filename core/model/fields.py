@@ -72,10 +72,12 @@ CLOTH = tuple(f.name for f in FIELDS if f.cloth)
 PHYSICAL = tuple(f.name for f in FIELDS if f.physical)
 
 
+_BY_NAME = {f.name: f for f in FIELDS}
+
+
 def shapes(scene, names=NAMES):
     """{name: its shape in scene} for the fields named."""
-    by_name = {f.name: f for f in FIELDS}
-    return {name: by_name[name].shape(scene) for name in names}
+    return {name: _BY_NAME[name].shape(scene) for name in names}
 
 
 def zeros(scene, names=NAMES):

@@ -18,7 +18,6 @@ class ColliderContact(Term):
 
     def __init__(self, pot):
         self.scene, self.stiffness, self.free = pot.scene, pot.contact_k, pot.free
-        self.fidx, self.hess_scale = pot.fidx, pot.hess_scale
 
     @classmethod
     def build(cls, pot):

@@ -13,7 +13,7 @@ class CoulombFriction(Term):
     fields = ("friction", "self_friction", "contact_stiffness")
 
     def __init__(self, pot):
-        self.fidx, self.contact_stiffness = pot.fidx, pot.scene.contact_stiffness
+        self.contact_stiffness = pot.scene.contact_stiffness
 
     @classmethod
     def build(cls, pot):

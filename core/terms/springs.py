@@ -78,10 +78,9 @@ class SpringGeometry:
         self.assemble = pot.hess_scale * pot.system.assembler(pot.fidx[edges])
 
     def at(self, p):
-        key = ("springs", id(self))
-        if key not in p.memo:
-            p.memo[key] = SpringState(self, p.y)
-        return p.memo[key]
+        if self not in p.memo:
+            p.memo[self] = SpringState(self, p.y)
+        return p.memo[self]
 
 
 class Springs(Term):
@@ -108,12 +107,9 @@ class Springs(Term):
         """ψ′(s) (S,): the force per unit k."""
         return s if self.branch == 0 else self.branch * ramp(self.branch * s, self.tau)[0]
 
-    def law(self, s):
-        """ψ′(s), ψ″(s) (S,, or 1.0 both ways) and ψ(s)."""
-        if self.branch == 0:
-            return s, 1.0, 0.5 * s * s
-        r, dr, e = ramp(self.branch * s, self.tau, energy=True)
-        return self.branch * r, dr, e
+    def stiffness(self, s):
+        """ψ″(s) (S,, or 1.0 both ways): the along stiffness per unit k."""
+        return 1.0 if self.branch == 0 else ramp(self.branch * s, self.tau)[1]
 
     def projected_law(self, s):
         """H̃'s along stiffness A/k, its derivative in s (scalars where constant), and its
@@ -131,7 +127,9 @@ class Springs(Term):
         return 1.0, 0.0, r, dr
 
     def energy(self, q):
-        return float(np.dot(self.k, self.law(q.stretch)[2]))
+        s = q.stretch
+        psi = 0.5 * s * s if self.branch == 0 else ramp(self.branch * s, self.tau, energy=True)[2]
+        return float(np.dot(self.k, psi))
 
     def add_gradient(self, q, out):
         out += self.geometry.incidence @ ((self.k * self.force(q.stretch))[:, None] * q.dir)
@@ -141,29 +139,26 @@ class Springs(Term):
             along, _, r, _ = self.projected_law(q.stretch)
             along, t = self.k * along, self.k * r
         else:
-            d1, d2, _ = self.law(q.stretch)
-            along = self.k * d2
+            along = self.k * self.stiffness(q.stretch)
             t = mode.carried.get(self)
-            t = self.k * d1 if t is None else t
+            t = self.k * self.force(q.stretch) if t is None else t
             if mode.beta != 1.0:
                 t = np.where(t < 0, mode.beta * t, t)
         acc.data += self.geometry.assemble @ spring_blocks(q.dir, q.length, along, t).ravel()
 
     def add_hess_vec(self, q, v, out):
         g = self.geometry
-        d1, d2, _ = self.law(q.stretch)
         dv = g.across @ v
-        a = self.k * d1 / q.length
-        along = (self.k * d2 - a) * _dot(q.dir, dv)
+        a = self.k * self.force(q.stretch) / q.length
+        along = (self.k * self.stiffness(q.stretch) - a) * _dot(q.dir, dv)
         out += g.incidence @ (along[:, None] * q.dir + a[:, None] * dv)
 
     def newton_forces(self, q):
         return self.k * self.force(q.stretch)
 
     def newton_update(self, forces, old, step, alpha):
-        d1, d2, _ = self.law(old.stretch)
         moved = _dot(old.dir, self.geometry.across @ step)
-        return (1 - alpha) * forces + self.k * (d1 * alpha + d2 * moved)
+        return (1 - alpha) * forces + self.k * (self.force(old.stretch) * alpha + self.stiffness(old.stretch) * moved)
 
     def _third_terms(self, q):
         """Per spring, of H̃'s blocks A·uuᵀ + β(I − uuᵀ), β = r/L: (A − β)/L, dβ/dL and dA/dL."""
