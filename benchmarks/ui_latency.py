@@ -40,6 +40,8 @@ def job(side):
         "loss": dc.KeyframeLoss({48: target}),
         "params": ["k_tension"],
         "max_iter": 1000,
+        "within": None,
+        "render_tris": tris,
     }
 
 

@@ -29,6 +29,7 @@ from .design.params import (
     posed_pins,
     weight_for_distance,
 )
+from .design.reach import KeyReach, key_reach
 from .design.refine import refine
 from .gradients.adjoint import Gradient, value_and_grad
 from .model.cloth import Cloth
@@ -51,6 +52,7 @@ __all__ = [
     "InitialRotation",
     "InitialVelocity",
     "KeyedForces",
+    "KeyReach",
     "KeyframeLoss",
     "MeshCollider",
     "OptimizeResult",
@@ -68,6 +70,7 @@ __all__ = [
     "crossing_pairs",
     "grid",
     "inside_at_start",
+    "key_reach",
     "make_param",
     "max_self_distance",
     "optimize",

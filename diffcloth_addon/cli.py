@@ -22,7 +22,7 @@ import time
 import bpy
 import numpy as np
 
-from . import operators, preview, runner
+from . import operators, preview, reach, runner
 from .errors import InputError
 from .results import render_positions
 
@@ -142,6 +142,9 @@ def optimize(args):
     except (InputError, ValueError) as err:
         raise JobError(str(err)) from None
     print(f"diffcloth: {operators.summary(setup, result)}", flush=True)
+    far = reach.unreachable(setup, result)
+    for frame, r in far.items():
+        print(f"diffcloth: warning: {reach.message(setup, frame, r)}", flush=True)
 
     pending = []  # (temporary, final) renamed only when all outputs exist
     try:
@@ -177,6 +180,18 @@ def optimize(args):
                     for f, d in result.keyframes.items()
                 },
                 "max_control_g": result.scene.max_control_acceleration() / operators.G,
+                # keys asking more stretch than the fabric has: strains, and the nearest pose's distance
+                "unreachable_keys": {
+                    f: {
+                        "target": reach.target_of(setup, f),
+                        "stretch_largest": r.demand,
+                        "stretch_p95": r.demand_p95,
+                        "fabric_stretch": r.fabric,
+                        "closest_mean_mm": r.closest[0] * 1e3,
+                        "closest_largest_mm": r.closest[1] * 1e3,
+                    }
+                    for f, r in far.items()
+                },
                 "history": result.history,
                 **({"preview_error": preview_error} if preview_error else {}),
                 "timings_s": {
@@ -248,11 +263,13 @@ def _shot(path):
             return {**row, "status": f"failed: {report.get('error', 'no error given')}"}
         keys = {int(f): (d["mean_after"], d["largest_after"]) for f, d in report["keyframes_mm"].items()}
         missing = f"; {report['preview_error']}" if code == PREVIEW_FAILED else ""
+        far = sorted(int(f) for f in report.get("unreachable_keys", {}))
+        beyond = f"; frame {', '.join(map(str, far))} asks more stretch than the fabric has" if far else ""
         return {
             **row,
             "keys_mm": {f: keys[f] for f in sorted(keys)},
             "iterations": report["iterations"],
-            "status": f"ok: {operators.reason_text(report['reason'])}{missing}",
+            "status": f"ok: {operators.reason_text(report['reason'])}{beyond}{missing}",
         }
     except FileNotFoundError:
         return row

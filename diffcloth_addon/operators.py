@@ -7,7 +7,7 @@ import numpy as np
 from bpy.props import StringProperty
 
 from .. import core as dc
-from . import bake, convert, proxy, runner
+from . import bake, convert, proxy, reach, runner
 from .errors import InputError
 from .reading import find_cloth, frame_range, not_ready
 from .results import (
@@ -49,6 +49,7 @@ def prepare(context, kind, cloth_name=None, max_iter=None, use_active=True, with
             loss=setup.loss,
             params=params_from_settings(settings, setup),
             max_iter=max_iter or settings.max_iterations,
+            render_tris=setup.render_tris,
             within=within or settings.stop_within or None,
         )
         if setup.refine is not None:  # then the design found through the proxy, on the cloth itself
@@ -83,6 +84,7 @@ def finish(context, setup, run):
     store_motion(setup, motion.step_x, setup.solver)
     if setup.kind == "optimize":
         store_result(setup, run.result)
+        reach.mark_targets(setup, run.result, context.scene.objects)
     context.scene.frame_set(context.scene.frame_current)
     return run.result
 
@@ -187,11 +189,15 @@ class _Run(_ClothName, bpy.types.Operator):
             state.status = "failed"
             return _fail(self, str(err))
         if self.kind == "optimize":
+            far = reach.unreachable(self.setup, result)
             state.loss, state.normalized_loss, state.status = (
                 result.loss,
                 result.normalized_loss,
-                reason_text(result.reason),
+                reason_text(result.reason)
+                + (f"; frame {', '.join(map(str, far))} asks more stretch than the fabric has" if far else ""),
             )
+            for frame, r in far.items():
+                self.report({"WARNING"}, reach.message(self.setup, frame, r))
         else:
             cost = getattr(result, "self_collision_s", 0.0)  # the sidebar shows what they cost
             state.status, state.progress = "done" + (f", Self Collisions {cost:.1f} s of it" if cost else ""), 1.0

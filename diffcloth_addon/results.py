@@ -3,7 +3,7 @@ the last run's motion (MOTION_KEY); storing them, and reading them back for the 
 
 import numpy as np
 
-from . import proxy
+from . import proxy, reach
 from .settings import OPTIMIZE_SOLVER, tension_value
 
 RESULT_KEY = "diffcloth_result"
@@ -153,6 +153,7 @@ def store_result(setup, result):
     if getattr(result, "refined", False):  # the cloth itself with the proxy's design: where Refine started
         stored["refine_start"] = {str(f + setup.start): list(d) for f, d in result.carried_distances.items()}
     stored["max_control_acceleration"] = sc.max_control_acceleration()
+    stored["unreachable"] = reach.stored(setup, result)
     replace_property(setup.cloth_obj, RESULT_KEY, stored)
 
 

@@ -274,6 +274,10 @@ def _draw_result(box, cloth, stored):
             text=f"Frame {frame}: {mean0 * 1e3:.1f} → {mean1 * 1e3:.1f} mm (largest {max0 * 1e3:.1f} → "
             f"{max1 * 1e3:.1f})"
         )
+    for frame, (demand, _, fabric, mean, largest) in stored.get("unreachable", {}).items():
+        col = box.column(align=True)
+        col.label(text=f"Frame {frame}: asks {demand * 100:.0f}% stretch, the fabric shows {fabric * 100:.1f}%", icon="ERROR")
+        col.label(text=f"    no closer than ~{mean * 1e3:.1f} mm ({largest * 1e3:.0f} mm at worst)")
     cs = cloth.diffcloth
     setting = tension_setting(cs)
     for key, name, mine, value in (

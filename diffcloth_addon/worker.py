@@ -22,8 +22,8 @@ import types
 def run(core, job, report, cancelled):
     """The job's result: the motion (x at frames, step_x at integrator steps) of a simulation, or
     core's OptimizeResult with the best design's motion as result.trajectory and
-    result.keyframes {frame: (mean, largest distance before, mean, largest after)} in metres
-    (optimize). job["guess"]: step positions of the last run's motion, to follow its branch
+    result.keyframes {frame: (mean, largest distance before, mean, largest after)} in metres and
+    result.reach {frame: core.KeyReach} (optimize). job["guess"]: step positions of the last run's motion, to follow its branch
     where the cloth buckles (None: from scratch)."""
     guess = job.get("guess")
     if job["kind"] == "simulate":
@@ -58,11 +58,15 @@ def run(core, job, report, cancelled):
             ),
             refine["loss"],
         )
-    # what the artist reads: per keyframe, the mean and largest distance before and after
+    # what the artist reads: per keyframe, the mean and largest distance before and after, and
+    # what it asks of the fabric's stretch, on the cloth's own mesh
     keyframes = {f: result.initial_distances[f] + after for f, after in loss.distances(result.trajectory.x).items()}
+    embedding = getattr(loss, "embedding", None)
+    render = result.trajectory.x if embedding is None else embedding.apply(result.trajectory.x)
+    reach = core.key_reach(job["render_tris"], render, loss.targets)
     # positions only: the trajectory's factorizations stay in this process
     trajectory = types.SimpleNamespace(x=result.trajectory.x, step_x=result.trajectory.step_x)
-    return dataclasses.replace(result, trajectory=trajectory, keyframes=keyframes)
+    return dataclasses.replace(result, trajectory=trajectory, keyframes=keyframes, reach=reach)
 
 
 def progress_line(info):

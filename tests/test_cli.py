@@ -48,6 +48,7 @@ def test_success_writes_outputs(cli, tmp_path):
         assert distances["mean_before"] > 1.0 and distances["mean_after"] < 0.1 * distances["mean_before"]
         assert distances["largest_after"] >= distances["mean_after"]
     assert data["max_control_g"] == 0.0  # stiffness only: no control forces
+    assert data["unreachable_keys"] == {}  # keys posed from a simulation are within the fabric's stretch
     assert out.stat().st_size > 0
     import bpy
 
@@ -202,6 +203,7 @@ def test_summary_merges_reports(cli, capsys, tmp_path):
         iterations=2,  # before exit_code
         timings_s={"total": 3.0},
         keyframes_mm={},
+        unreachable_keys={"40": {"target": "pose", "stretch_largest": 0.9}},
     )
     failed = write_report(
         tmp_path / "sh020.json",
@@ -218,7 +220,7 @@ def test_summary_merges_reports(cli, capsys, tmp_path):
         "| shot | keys: mean (largest) mm | iterations | time s | exit code | status |",
         "| --- | --- | --- | --- | --- | --- |",
         "| sh010 | frame 5 0.10 (0.25), frame 30 0.46 (1.50) | 7 | 12.3 | 0 | ok: every key within Stop Within |",
-        "| sh015 |  | 2 | 3.0 | 0 | ok: converged |",
+        "| sh015 |  | 2 | 3.0 | 0 | ok: converged; frame 40 asks more stretch than the fabric has |",
         "| sh020 |  |  | 0.5 | 1 | failed: simulation diverged at frame 12 \\| try substeps |",
         "| sh030 |  |  |  |  | unreadable report: Expecting property name enclosed in double quotes: "
         "line 1 column 2 (char 1) |",
@@ -231,7 +233,7 @@ def test_summary_merges_reports(cli, capsys, tmp_path):
     assert (tmp_path / "summary.csv").read_text().splitlines()[:3] == [
         "shot,keys: mean (largest) mm,iterations,time s,exit code,status",
         'sh010,"frame 5 0.10 (0.25), frame 30 0.46 (1.50)",7,12.3,0,ok: every key within Stop Within',
-        "sh015,,2,3.0,0,ok: converged",
+        "sh015,,2,3.0,0,ok: converged; frame 40 asks more stretch than the fabric has",
     ]
     assert cli.execute(["summary", *args, str(tmp_path / "summary.json")]) == 1
     data = json.loads((tmp_path / "summary.json").read_text())

@@ -36,7 +36,8 @@ class OptimizeResult:
     simulate(scene, guess=trajectory.step_x); from scratch, simulate(scene) may fold the other
     way where the cloth buckles. A run Refine continued (core.design.refine) has refined True and
     carried_distances: the keys' distances of the cloth itself with the proxy's design. keyframes:
-    per key, the distances before and after, where a caller measures them (the add-on)."""
+    per key, the distances before and after, and reach: per key, what it asks of the fabric's
+    stretch (core.design.reach.KeyReach), where a caller measures them (the add-on)."""
 
     scene: object
     theta: np.ndarray
@@ -54,6 +55,7 @@ class OptimizeResult:
     refined: bool = False
     carried_distances: dict = None
     keyframes: dict = None
+    reach: dict = None
 
     @property
     def normalized_loss(self):

@@ -1,0 +1,138 @@
+"""Whether a key asks the fabric for more stretch than it has, and how close the cloth can come.
+
+A pose lifted by proportional editing usually stretches the fabric far beyond anything its
+springs allow: the optimizer then stalls some distance off, and the artist cannot tell an
+unreachable key from a stuck optimizer. This compares the strain each key asks of the mesh's
+edges with the strain the cloth shows in its simulated motion, and finds the nearest pose
+stretched no more than that: the convex problem
+
+    min ½‖p − t‖²  subject to  ‖p_i − p_j‖ ≤ (1 + ε)·L_ij for every edge,
+
+solved as a penalty ½μ·Σ max(0, ‖p_i − p_j‖ − (1 + ε)·L_ij)² tightened over a few rounds of
+L-BFGS. Its distance from the key says how close the cloth can come by stretching as it does.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.linalg import spsolve
+
+from ..model.mesh import edges as mesh_edges
+
+# penalty weights of the rounds: the last leaves the edges within ~10⁻⁵ of the displacement
+PENALTIES = (1e1, 1e3, 1e5)
+NEWTON_ITERATIONS = 30  # a round's Newton steps at most (the active edges settle in a few)
+NEWTON_TOL = 1e-6  # a round ends when the gradient is this small against the largest excess
+
+
+@dataclass
+class KeyReach:
+    """One key's demand on the fabric's stretch. Strains are relative (0.05: 5% longer than at rest).
+
+    demand, demand_p95: the largest and the 95th percentile of the key's edge strains;
+    fabric: the stretch the cloth shows in its motion (key_reach says how it is measured);
+    closest: (mean, largest) distance (m) from the key of the nearest pose stretched no more
+    than the motion stretches; vertex_excess (n,): per vertex, how far the strain of its edges
+    in the key exceeds what they may stretch (0 where within: where the key asks too much);
+    reachable: the nearest such pose is within the tolerance."""
+
+    frame: int
+    demand: float
+    demand_p95: float
+    fabric: float
+    closest: tuple
+    vertex_excess: np.ndarray
+    reachable: bool
+
+
+def edge_strains(x, edges, rest_lengths):
+    """Relative elongation of each edge at positions x, (E,)."""
+    return np.linalg.norm(x[edges[:, 1]] - x[edges[:, 0]], axis=1) / rest_lengths - 1.0
+
+
+def _solve_blocks(n, i, j, blocks, grad):
+    """(I + Σ_e B_e ⊗ [[1, −1], [−1, 1]])⁻¹·grad for the (k,3,3) blocks of edges (i, j)."""
+    rows, cols, vals = [np.arange(3 * n)], [np.arange(3 * n)], [np.ones(3 * n)]
+    for a, b, sign in ((i, i, 1.0), (j, j, 1.0), (i, j, -1.0), (j, i, -1.0)):
+        r = (3 * a[:, None, None] + np.arange(3)[None, :, None]) + np.zeros((1, 1, 3), np.int64)
+        c = (3 * b[:, None, None] + np.arange(3)[None, None, :]) + np.zeros((1, 3, 1), np.int64)
+        rows.append(r.ravel())
+        cols.append(c.ravel())
+        vals.append(sign * blocks.ravel())
+    matrix = sp.csc_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(3 * n, 3 * n))
+    return spsolve(matrix, grad.ravel()).reshape(n, 3)
+
+
+def nearest_within(target, edges, max_lengths):
+    """The pose nearest to target (n,3) whose edges are no longer than max_lengths (E,): Newton's
+    method on each round's penalty (convex, so a backtracking line search is all it needs)."""
+    i, j = edges[:, 0], edges[:, 1]
+    n = len(target)
+
+    def excess(p):
+        d = p[j] - p[i]
+        length = np.linalg.norm(d, axis=1)
+        return d, length, np.maximum(length - max_lengths, 0.0)
+
+    def energy(p, mu):
+        over = excess(p)[2]
+        return 0.5 * float(np.sum((p - target) ** 2)) + 0.5 * mu * float(over @ over)
+
+    p = target.copy()
+    for mu in PENALTIES:
+        for _ in range(NEWTON_ITERATIONS):
+            d, length, over = excess(p)
+            on = over > 0
+            if not on.any():
+                break
+            u = d[on] / length[on, None]
+            pull = mu * over[on, None] * u
+            grad = p - target
+            np.add.at(grad, j[on], pull)
+            np.subtract.at(grad, i[on], pull)
+            if np.abs(grad).max() < NEWTON_TOL * over.max():
+                break
+            # the penalty's Hessian per stretched edge: μ·(uuᵀ + (1 − L/l)·(I − uuᵀ)), positive
+            uu = u[:, :, None] * u[:, None, :]
+            block = mu * (uu + (over[on] / length[on])[:, None, None] * (np.eye(3) - uu))
+            step = _solve_blocks(n, i[on], j[on], block, grad)
+            e0, slope, t = energy(p, mu), float(np.sum(grad * step)), 1.0
+            while t > 1e-8 and energy(p - t * step, mu) > e0 - 1e-4 * t * slope:
+                t *= 0.5
+            p = p - t * step
+    return p
+
+
+def key_reach(tris, motion, targets, tolerance=0.005):
+    """Per key frame, its KeyReach: tris (T,3) of the mesh, motion (frames+1, n, 3) of the cloth
+    simulated from its rest pose at frame 0, targets {frame: (n,3)}. Each edge may stretch as far
+    as it does anywhere in the motion, and at least as far as the motion's bulk: the 99th
+    percentile of its edges' strains at its most stretched frame (pins and fast swings stretch a
+    few edges far beyond the rest). A key is reachable when the nearest pose within that is
+    within `tolerance` (m) of it at every vertex."""
+    motion = np.asarray(motion, dtype=np.float64)
+    edges, _ = mesh_edges(np.asarray(tris, dtype=np.int64).reshape(-1, 3))
+    rest = np.linalg.norm(motion[0][edges[:, 1]] - motion[0][edges[:, 0]], axis=1)
+    strains = np.array([edge_strains(x, edges, rest) for x in motion])
+    bulk = max(0.0, float(np.percentile(strains, 99, axis=1).max()))
+    allowed = np.maximum(strains.max(axis=0), bulk)
+    out = {}
+    for frame, target in sorted(targets.items()):
+        target = np.asarray(target, dtype=np.float64)
+        strain = edge_strains(target, edges, rest)
+        excess = np.zeros(len(target))
+        np.maximum.at(excess, edges.ravel(), np.repeat(np.maximum(strain - allowed, 0.0), 2))
+        gap = np.zeros(len(target))
+        if (strain > allowed).any():
+            gap = np.linalg.norm(nearest_within(target, edges, (1.0 + allowed) * rest) - target, axis=1)
+        out[frame] = KeyReach(
+            frame=frame,
+            demand=float(strain.max()),
+            demand_p95=float(np.percentile(strain, 95)),
+            fabric=bulk,
+            closest=(float(gap.mean()), float(gap.max())),
+            vertex_excess=excess,
+            reachable=bool(gap.max() <= tolerance),
+        )
+    return out

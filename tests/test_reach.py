@@ -1,0 +1,73 @@
+"""Keys out of the fabric's reach: core.key_reach finds what a key asks of the fabric's stretch and
+how close the cloth can come; the add-on tells the artist and colours the target."""
+
+import numpy as np
+import pytest
+
+import diffcloth.core as dc
+from diffcloth.core.design.reach import edge_strains, nearest_within
+from diffcloth.core.model.mesh import edges as mesh_edges
+
+
+@pytest.fixture(scope="module")
+def hanging():
+    """A 12×12 Cotton cloth hung by two corners for 20 frames: its motion and triangles."""
+    verts, tris = dc.grid(12, 12, size=0.5)
+    top = np.flatnonzero(np.isclose(verts[:, 1], verts[:, 1].max()))
+    cloth = dc.FABRICS["cotton"].cloth(verts, tris, pinned=[top[0], top[-1]])
+    return dc.simulate(dc.Scene(cloth, steps=20, dt=1 / 24)).x, tris
+
+
+def lifted(x, height=0.15, radius=0.06):
+    """x with a bump lifted as proportional editing lifts it (Gaussian falloff), and its centre."""
+    centre = int(np.argmin(np.linalg.norm(x - x.mean(axis=0), axis=1)))
+    w = np.exp(-np.sum((x - x[centre]) ** 2, axis=1) / (2 * radius**2))
+    return x + w[:, None] * [0.0, 0.0, height], centre
+
+
+def turned(x, degrees):
+    a = np.radians(degrees)
+    rot = np.array([[np.cos(a), -np.sin(a), 0], [np.sin(a), np.cos(a), 0], [0, 0, 1]])
+    return (x - x.mean(axis=0)) @ rot.T + x.mean(axis=0) + [0.05, 0.0, 0.02]
+
+
+def test_poses_of_the_motion_moved_as_a_whole_are_within_reach(hanging):
+    x, tris = hanging
+    reach = dc.key_reach(tris, x, {10: turned(x[10], 30.0), 20: x[20]})
+    for f, r in reach.items():
+        assert r.reachable and r.closest == (0.0, 0.0) and not r.vertex_excess.any()
+        assert r.demand == pytest.approx(edge_strains(x[f], *_rest(x, tris)).max(), rel=1e-9)
+
+
+def _rest(x, tris):
+    edges, _ = mesh_edges(tris)
+    return edges, np.linalg.norm(x[0][edges[:, 1]] - x[0][edges[:, 0]], axis=1)
+
+
+def test_a_lifted_bump_is_out_of_reach_and_located(hanging):
+    x, tris = hanging
+    key, centre = lifted(x[20])
+    r = dc.key_reach(tris, x, {20: key})[20]
+    assert not r.reachable and r.demand > r.fabric and r.demand_p95 < r.demand
+    assert r.closest[1] > 0.005 and r.closest[0] < r.closest[1]
+    # the excess sits on the bump: at its slopes, not on the far edges of the cloth
+    far = np.linalg.norm(x[20] - x[20][centre], axis=1) > 0.2
+    assert r.vertex_excess[~far].max() > 0.5 and r.vertex_excess[far].max() < 0.05 * r.vertex_excess.max()
+
+
+def test_the_nearest_pose_within_a_stretch_is_feasible_and_nearest(hanging):
+    """The projection keeps every edge within its length (to the penalty's 10⁻⁵ of the move), and
+    no feasible pose tried is nearer: the motion's own frame, and blends of it with the result
+    (the feasible set is convex)."""
+    x, tris = hanging
+    key, _ = lifted(x[20])
+    edges, rest = _rest(x, tris)
+    allowed = np.maximum(edge_strains(x[20], edges, rest), 0.02)
+    near = nearest_within(key, edges, (1 + allowed) * rest)
+    length = np.linalg.norm(near[edges[:, 1]] - near[edges[:, 0]], axis=1)
+    moved = np.linalg.norm(near - key, axis=1).max()
+    assert moved > 0.01 and (length - (1 + allowed) * rest).max() < 1e-4 * moved
+    best = np.sum((near - key) ** 2)
+    for t in (0.0, 0.25, 0.5, 0.9):
+        other = t * near + (1 - t) * x[20]
+        assert np.sum((other - key) ** 2) >= best * (1 - 1e-6)

@@ -1,0 +1,54 @@
+"""A key out of the fabric's reach, through the operators: the sidebar, the status and the stored
+result say which key and how far, the target's colours show where; a key within reach clears them."""
+
+import numpy as np
+import pytest
+
+bpy = pytest.importorskip("bpy")
+
+from test_addon import draw_all, grid_cloth  # noqa: E402
+
+ATTRIBUTE = "DiffCloth Stretch"
+
+
+def set_co(obj, co):
+    obj.data.vertices.foreach_set("co", np.asarray(co).ravel())
+    obj.data.update()
+
+
+def test_a_lifted_key_is_told_and_shown_on_its_target(blank):
+    scene = blank.scene
+    scene.frame_start, scene.frame_end = 1, 11
+    cloth = grid_cloth(n=9, size=0.4, fabric=True)
+    scene.diffcloth.max_iterations = 2
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    scene.frame_set(11)
+    assert bpy.ops.diffcloth.new_target() == {"FINISHED"}
+    target = next(o for o in scene.objects if o.diffcloth.role == "TARGET")
+    bpy.ops.diffcloth.clear_bake()
+    scene.frame_set(1)
+    posed = np.array([v.co for v in target.data.vertices])
+    centre = int(np.argmin(np.linalg.norm(posed - posed.mean(axis=0), axis=1)))
+    near = np.linalg.norm(posed - posed[centre], axis=1)
+    lift = np.exp(-(near**2) / (2 * 0.05**2))  # proportional editing's bump, 10 cm high
+    set_co(target, posed + lift[:, None] * [0.0, 0.0, 0.1])
+
+    assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
+    state = blank.window_manager.diffcloth
+    assert "frame 11 asks more stretch than the fabric has" in state.status
+    demand, p95, fabric, mean, largest = cloth["diffcloth_result"]["unreachable"]["11"]
+    assert demand > fabric > 0 and p95 < demand and 0 < mean < largest
+    labels = []
+    draw_all(blank, labels)
+    assert any(t.startswith(f"Frame 11: asks {demand * 100:.0f}% stretch") for t in labels), labels
+    colours = target.data.color_attributes[ATTRIBUTE]
+    assert target.data.color_attributes.active_color.name == ATTRIBUTE
+    rgba = np.array([c.color for c in colours.data])
+    # red (green and blue below 1) on the bump's slopes, white far from it
+    assert rgba[near < 0.1, 1].min() < 0.5 and rgba[near > 0.25, 1].min() > 0.7
+
+    set_co(target, posed)  # the pose as simulated: within reach, and the colours go
+    assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
+    assert "stretch" not in state.status
+    assert len(cloth["diffcloth_result"]["unreachable"]) == 0
+    assert target.data.color_attributes.get(ATTRIBUTE) is None
