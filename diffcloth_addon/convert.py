@@ -30,13 +30,14 @@ from .reading import (
     nla_animated,
     nla_message,
     not_evaluated_message,
+    property_weights,
     read_cloth,
     scene_gravity,
     to_world,
     uneven_sphere,
 )
 from .results import refined
-from .settings import build_cloth, build_scene, self_distance
+from .settings import WEIGHTED, build_cloth, build_scene, property_factors, self_distance
 
 # how far a target may pose a pinned vertex from its pin (m) before the artist is warned
 PIN_SLACK = 1e-3
@@ -88,6 +89,7 @@ class _Simulated:
     render_polygons: np.ndarray  # the face of each triangle (Blender's polygon index)
     render_pins: np.ndarray
     render_pins_local: np.ndarray
+    render_factors: dict  # the Property Weights' stiffness factors per render vertex (settings.property_factors)
     embedding: Embedding | None = None
 
     @property
@@ -311,8 +313,17 @@ def _read_start(cloth_obj, depsgraph, start, warnings):
     simulated is no cloth."""
     cs, name = cloth_obj.diffcloth, cloth_obj.name
     verts, tris, faces, local_co, pins = read_cloth(cloth_obj, cs, depsgraph, start)
+    groups = {group for group, _ in WEIGHTED.values()}
+    weights = property_weights(cloth_obj, cs, sorted(groups), depsgraph)
+    factors, more = property_factors(cs, name, weights)
+    warnings += more
     render = dict(
-        render_verts=verts, render_tris=tris, render_polygons=faces, render_pins=pins, render_pins_local=local_co[pins]
+        render_verts=verts,
+        render_tris=tris,
+        render_polygons=faces,
+        render_pins=pins,
+        render_pins_local=local_co[pins],
+        render_factors=factors,
     )
     embedding, polygons = None, faces
     if proxy.wanted(cs) and refined(cloth_obj):
@@ -325,9 +336,12 @@ def _read_start(cloth_obj, depsgraph, start, warnings):
         local_co, tris, polygons, pins, embedding = proxy.read(
             cloth_obj, cs, depsgraph, local_co, verts, pins, start_mw
         )
+        # the Property Weights of the cloth vertex nearest each proxy vertex
+        nearest = proxy.nearest(render["render_verts"], to_world(local_co, start_mw))
+        factors = {kind: f[nearest] for kind, f in factors.items()}
         verts, faces = to_world(local_co, start_mw), np.arange(len(tris))
     try:
-        cloth = build_cloth(cs, verts, tris, pins, polygons)
+        cloth = build_cloth(cs, verts, tris, pins, polygons, factors)
     except ValueError as err:  # core's triangle k as the artist's face (Blender's face index)
         message = re.sub(r"\btriangle (\d+)", lambda m: f"face {faces[int(m.group(1))]}", str(err))
         raise InputError(f"cloth '{name}': {message}") from None
@@ -455,7 +469,7 @@ def _colliders(read):
 def _refine(name, cs, read, common, loss):
     """Refine's run: the cloth itself, with the scene's settings, posed by the targets' loss."""
     sim = read.sim
-    full = build_cloth(cs, sim.render_verts, sim.render_tris, sim.render_pins, sim.render_polygons)
+    full = build_cloth(cs, sim.render_verts, sim.render_tris, sim.render_pins, sim.render_polygons, sim.render_factors)
     own = build_scene(
         name,
         full,

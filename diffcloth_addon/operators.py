@@ -16,11 +16,10 @@ from .results import (
     baked_solver,
     forget_motion,
     render_positions,
+    setting_result,
     store_motion,
     store_result,
     stored_motion,
-    tension_result,
-    uniform,
 )
 from .settings import OPTIMIZE_SOLVER, OWN_STIFFNESS, bounded, params_from_settings, tension_setting
 
@@ -345,7 +344,7 @@ class DIFFCLOTH_OT_apply_result(_OnCloth):
         stored = obj.get(RESULT_KEY)
         if not stored:
             return _fail(self, f"cloth '{obj.name}' has no stored optimization")
-        tension, bending = tension_result(stored), uniform(stored, "k_bending")
+        tension, bending = setting_result(stored, "k_tension"), setting_result(stored, "k_bending")
         if tension is None and bending is None:
             return _fail(
                 self,
@@ -354,13 +353,17 @@ class DIFFCLOTH_OT_apply_result(_OnCloth):
             )
         cs, setting = obj.diffcloth, tension_setting(obj.diffcloth)
         if tension is not None:
-            # Compression and Shear of their own scale with it, as the optimization scaled them
+            # Compression and Shear of their own, and the Property Weights' Max, scale with it, as
+            # the optimization scaled them
             ratio = tension / getattr(cs, setting)
             for key in OWN_STIFFNESS if setting == "stretch" else ():
                 if getattr(cs, "use_" + key):
                     setattr(cs, key, getattr(cs, key) * ratio)
+            for key in ("tension_max", "compression_max", "shear_max"):
+                setattr(cs, key, getattr(cs, key) * ratio)
             setattr(cs, setting, tension)
         if bending is not None:
+            cs.bending_max *= bending / cs.bending
             cs.bending = bending
         self.report({"INFO"}, f"'{obj.name}': {setting} {getattr(cs, setting):.4g}, bending {cs.bending:.4g}")
         return {"FINISHED"}

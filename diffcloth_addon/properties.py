@@ -158,6 +158,36 @@ class DiffClothObjectSettings(bpy.types.PropertyGroup):
         name="Pin Group",
         description="Vertex group of pinned vertices: they follow the object's animation instead of the simulation",
     )
+    # Property Weights, as Blender's: a vertex group raises a stiffness from its setting (weight 0)
+    # to its Max (weight 1), each spring by the mean of its two ends' weights
+    structural_group: StringProperty(
+        name="Structural Group",
+        description="Vertex group whose weights raise the Stretch (Tension) and Compression Stiffness "
+        "toward Max Tension and Max Compression",
+    )
+    tension_max: _stiffness("Max Tension", "Stretch (Tension) Stiffness at weight 1 of the Structural Group (N/m)")
+    compression_max: _stiffness(
+        "Max Compression", "Compression Stiffness at weight 1 of the Structural Group (N/m), where ticked"
+    )
+    shear_group: StringProperty(
+        name="Shear Group",
+        description="Vertex group whose weights raise the Shear Stiffness toward Max Shearing (where Shear "
+        "Stiffness is ticked; unticked, shear follows the Structural Group)",
+    )
+    shear_max: _stiffness("Max Shearing", "Shear Stiffness at weight 1 of the Shear Group (N/m)")
+    bending_group: StringProperty(
+        name="Bending Group",
+        description="Vertex group whose weights raise the Bending Stiffness toward Max Bending",
+    )
+    bending_max: FloatProperty(
+        name="Max Bending",
+        description="Bending Stiffness at weight 1 of the Bending Group (N·m)",
+        default=5e-6,
+        min=1e-9,
+        soft_max=0.1,
+        precision=7,
+        step=0.001,
+    )
     gravity_weight: FloatProperty(
         name="Gravity",
         description="How much of the scene's gravity (Scene › Gravity) acts on the cloth, as Blender's "

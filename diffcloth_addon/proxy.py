@@ -118,6 +118,12 @@ def read(cloth_obj, cs, depsgraph, render_local, render_world, pins, mw):
     return local, tris, polygons, proxy_pins, embedding
 
 
+def nearest(render_world, proxy_world):
+    """Per proxy vertex, the index of the cloth vertex nearest it (what carries a per-vertex
+    setting, such as a vertex group's weight, over to the proxy)."""
+    return cKDTree(render_world).query(proxy_world)[1]
+
+
 def posed_pins(render_world, render_pins, pins_off, proxy_world, proxy_pins, slack):
     """What Move Pins moves through a proxy: the proxy's pins nearest the cloth's pinned vertices
     that some target poses more than `slack` (m) from where they are held (pins_off: {frame:

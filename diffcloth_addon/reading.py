@@ -169,6 +169,23 @@ def group_weights(obj, name, depsgraph):
         ev.to_mesh_clear()
 
 
+def property_weights(cloth_obj, cs, groups, depsgraph):
+    """{setting: weights (n,)} of the cloth's Property Weights vertex groups (settings `groups`)
+    that name one; refused by name where one names no vertex group of the cloth."""
+    out = {}
+    for setting in groups:
+        name = getattr(cs, setting)
+        if not name:
+            continue
+        if cloth_obj.vertex_groups.get(name) is None:
+            raise InputError(
+                f"cloth '{cloth_obj.name}': its {cs.bl_rna.properties[setting].name} '{name}' is not one of its "
+                "vertex groups: pick one, or clear it"
+            )
+        out[setting] = group_weights(cloth_obj, name, depsgraph)
+    return out
+
+
 def evaluated(obj, depsgraph):
     """Whether Blender evaluates obj (not disabled in viewports nor in an excluded or disabled
     collection): otherwise its matrix, modifiers and shape keys are stale, whatever the frame."""

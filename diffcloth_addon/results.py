@@ -4,7 +4,7 @@ the last run's motion (MOTION_KEY); storing them, and reading them back for the 
 import numpy as np
 
 from . import proxy, reach
-from .settings import OPTIMIZE_SOLVER, tension_value
+from .settings import OPTIMIZE_SOLVER, setting_value
 
 RESULT_KEY = "diffcloth_result"
 # the last run's positions at every integrator step (Simulate & Bake's or Optimize's)
@@ -131,8 +131,9 @@ def store_result(setup, result):
         "k_bending": sc.cloth.k_bending,
         "v0": sc.v0.ravel(),
         "solver": sc.solver,
-        # the tension setting that gives the optimized springs, where one does (they scale together)
-        "tension_setting": tension_value(setup, sc.cloth.k_tension),
+        # the settings that give the optimized springs and hinges, where one does (they scale together)
+        "tension_setting": setting_value(setup, "k_tension", sc.cloth.k_tension),
+        "bending_setting": setting_value(setup, "k_bending", sc.cloth.k_bending),
         "loss": float(result.loss),
         "initial_loss": float(result.initial_loss),
         "iterations": len(result.history),
@@ -157,12 +158,14 @@ def store_result(setup, result):
     replace_property(setup.cloth_obj, RESULT_KEY, stored)
 
 
-def tension_result(stored):
-    """The optimized tension setting (Stretch or Tension Stiffness) of a stored result, or None if
-    the optimized springs vary apart (results of older versions: their uniform spring constant)."""
-    if "tension_setting" not in stored:
-        return uniform(stored, "k_tension")
-    return float(stored["tension_setting"]) or None
+def setting_result(stored, key):
+    """The optimized setting of a stored result's key (k_tension: Stretch or Tension Stiffness;
+    k_bending), or None where the optimized values vary apart; results of older versions hold no
+    setting: their uniform value."""
+    name = key.removeprefix("k_") + "_setting"
+    if name not in stored:
+        return uniform(stored, key)
+    return float(stored[name]) or None
 
 
 def uniform(stored, key):

@@ -15,21 +15,60 @@ from .errors import InputError
 OPTIMIZE_SOLVER = "newton"
 
 
-def build_cloth(cs, verts, tris, pins, polygons):
+def build_cloth(cs, verts, tris, pins, polygons, factors=None):
     """The core Cloth of a cloth's settings: a fabric in physical units, or springs (older files).
-    polygons: the face of each triangle, so that the quads' diagonals are shear springs."""
+    polygons: the face of each triangle, so that the quads' diagonals are shear springs; factors:
+    the Property Weights' per-vertex stiffness factors (property_factors)."""
     if cs.model == "FABRIC":
-        return fabric(cs).cloth(verts, tris, pinned=pins, polygons=polygons)
-    return dc.Cloth(
-        verts,
-        tris,
-        mass=cs.mass,
-        k_tension=cs.tension,
-        k_bending=cs.bending,
-        damping=cs.damping,
-        pinned=pins,
-        polygons=polygons,
-    )
+        cloth = fabric(cs).cloth(verts, tris, pinned=pins, polygons=polygons)
+    else:
+        cloth = dc.Cloth(
+            verts,
+            tris,
+            mass=cs.mass,
+            k_tension=cs.tension,
+            k_bending=cs.bending,
+            damping=cs.damping,
+            pinned=pins,
+            polygons=polygons,
+        )
+    return cloth.weighted(**factors) if factors else cloth
+
+
+# Property Weights: per stiffness Cloth.weighted varies, its vertex group and its Max
+WEIGHTED = {
+    "tension": ("structural_group", "tension_max"),
+    "compression": ("structural_group", "compression_max"),
+    "shear": ("shear_group", "shear_max"),
+    "bending": ("bending_group", "bending_max"),
+}
+
+
+def property_factors(cs, name, weights):
+    """Cloth.weighted's per-vertex factors 1 + wᵢ·(max/base − 1) from the Property Weights
+    (weights: per group setting, its vertex group's weights), and a warning per Max below the
+    stiffness it would raise (Blender keeps Max at least the stiffness). Compression and Shear
+    unticked are the stretch stiffness, weights included."""
+    own = {k: cs.model == "FABRIC" and getattr(cs, "use_" + k) for k in OWN_STIFFNESS}
+    base = {"tension": getattr(cs, tension_setting(cs)), "compression": cs.compression, "shear": cs.shear}
+    base["bending"] = cs.bending
+    factors, warnings = {}, []
+    for kind, (group, top) in WEIGHTED.items():
+        w = weights.get(group)
+        if w is None or not own.get(kind, True):
+            continue
+        if getattr(cs, top) < base[kind]:
+            names = cs.bl_rna.properties
+            stiffness = names[tension_setting(cs) if kind == "tension" else kind].name
+            warnings.append(
+                f"cloth '{name}': {names[top].name} {getattr(cs, top):.4g} is below its {stiffness} "
+                f"{base[kind]:.4g}: {names[group].name} '{getattr(cs, group)}' changes nothing there"
+            )
+            continue
+        factors[kind] = 1.0 + w * (getattr(cs, top) / base[kind] - 1.0)
+    if "tension" in factors and not own["shear"]:
+        factors["shear"] = factors["tension"]
+    return factors, warnings
 
 
 def fabric(cs):
@@ -135,11 +174,12 @@ def params_from_settings(settings, setup):
     return params
 
 
-def tension_value(setup, k_tension):
-    """The cloth's tension setting (Stretch or Tension Stiffness) that makes these springs, or 0
-    if no single value does (per-spring stiffness)."""
-    ratio = k_tension / setup.scene.cloth.k_tension
+def setting_value(setup, key, k):
+    """The cloth's setting that makes these values of key ("k_tension": Stretch or Tension Stiffness,
+    "k_bending": Bending Stiffness), or 0 if no single value does: an optimization scales them
+    together from the setting's, Property Weights included, or varies them apart."""
+    ratio = k / getattr(setup.scene.cloth, key)
     if np.ptp(ratio) > 1e-9 * ratio.mean():
         return 0.0
     cs = setup.cloth_obj.diffcloth
-    return float(getattr(cs, tension_setting(cs)) * ratio.mean())
+    return float(getattr(cs, tension_setting(cs) if key == "k_tension" else "bending") * ratio.mean())

@@ -11,7 +11,7 @@ from .. import core as dc
 from . import proxy
 from .colliders import collision_objects
 from .reading import keyed_frames
-from .results import RESULT_KEY, tension_result, uniform
+from .results import RESULT_KEY, setting_result
 from .settings import OWN_STIFFNESS, own_stiffness, tension_setting
 
 
@@ -129,6 +129,30 @@ class DIFFCLOTH_PT_cloth_shape(_RolePanel):
     def draw(self, context):
         layout = _split(self.layout)
         layout.prop_search(context.object.diffcloth, "pin_group", context.object, "vertex_groups")
+
+
+class DIFFCLOTH_PT_cloth_property_weights(_RolePanel):
+    bl_label = "Property Weights"
+    role = "CLOTH"
+    bl_options = {"DEFAULT_CLOSED"}
+
+    def draw(self, context):
+        """Blender's order; a Max is active where its group is set and it has a stiffness to raise."""
+        layout = _split(self.layout)
+        obj, s = context.object, context.object.diffcloth
+        fabric = s.model == "FABRIC"
+        for group, maxes in (
+            ("structural_group", (("tension_max", True), ("compression_max", fabric and s.use_compression))),
+            ("shear_group", (("shear_max", fabric and s.use_shear),)),
+            ("bending_group", (("bending_max", True),)),
+        ):
+            col = layout.column()
+            col.active = group != "shear_group" or (fabric and s.use_shear)
+            col.prop_search(s, group, obj, "vertex_groups")
+            for key, used in maxes:
+                row = col.row()
+                row.active = bool(getattr(s, group)) and used
+                row.prop(s, key)
 
 
 class DIFFCLOTH_PT_cloth_field_weights(_RolePanel):
@@ -281,8 +305,8 @@ def _draw_result(box, cloth, stored):
     cs = cloth.diffcloth
     setting = tension_setting(cs)
     for key, name, mine, value in (
-        ("k_tension", setting.title(), getattr(cs, setting), tension_result(stored)),
-        ("k_bending", "Bending", cs.bending, uniform(stored, "k_bending")),
+        ("k_tension", setting.title(), getattr(cs, setting), setting_result(stored, "k_tension")),
+        ("k_bending", "Bending", cs.bending, setting_result(stored, "k_bending")),
     ):
         if value is None:
             box.label(text=f"{name}: per element ({len(stored[key])} values)")
@@ -333,6 +357,7 @@ CLASSES = (
     DIFFCLOTH_PT_cloth_physical,
     DIFFCLOTH_PT_cloth_stiffness,
     DIFFCLOTH_PT_cloth_shape,
+    DIFFCLOTH_PT_cloth_property_weights,
     DIFFCLOTH_PT_cloth_field_weights,
     DIFFCLOTH_PT_cloth_proxy,
     DIFFCLOTH_PT_cloth_collisions,

@@ -142,6 +142,27 @@ class Cloth:
         e = self.edges
         return np.linalg.norm(self.rest[e[:, 0]] - self.rest[e[:, 1]], axis=1)
 
+    def weighted(self, tension=None, compression=None, shear=None, bending=None):
+        """A copy whose stiffness varies over the mesh as Blender's Property Weights make it: each
+        argument a per-vertex factor (n,) (None: unchanged), and each element scaled by the mean
+        of its two ends' (a hinge's: its edge's ends). Blender's k = base + w̄·|max − base| is
+        base times the mean of 1 + wᵢ·|max/base − 1|. A cloth whose compression follows its
+        tension keeps following it unless compression is given."""
+
+        def scaled(k, factor, ends):
+            return k if factor is None else k * np.asarray(factor, dtype=np.float64)[ends].mean(axis=1)
+
+        own = self.own_compression
+        if compression is not None:
+            own = scaled(self.k_compression, compression, self.tension_edges)
+        return self.replace(
+            k_tension=scaled(self.k_tension, tension, self.tension_edges),
+            k_compression=own,
+            k_shear=scaled(self.k_shear, shear, self.shear_edges),
+            k_bending=scaled(self.k_bending, bending, self.hinges[:, :2] if self.bending == "hinge" else self.bending_edges),
+            fabric=self.fabric,
+        )
+
     def replace(self, **changes):
         """A copy with some of the constructor's arguments changed; another bending model starts
         from its default k_bending unless one is given."""
