@@ -36,7 +36,7 @@ from .model.cloth import Cloth
 from .model.material import PRESETS as FABRICS
 from .model.material import Fabric
 from .model.mesh import crossing_pairs, grid, triangulate
-from .model.scene import Scene, max_self_distance
+from .model.scene import Goals, Scene, max_self_distance
 from .solver.integrator import SimulationError
 from .solver.simulate import SolverStats, Trajectory, simulate
 
@@ -48,6 +48,7 @@ __all__ = [
     "Fabric",
     "Friction",
     "GlobalStiffness",
+    "Goals",
     "Gradient",
     "InitialRotation",
     "InitialVelocity",

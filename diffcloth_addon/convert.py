@@ -84,12 +84,15 @@ class _Simulated:
     verts: np.ndarray  # world vertices of the simulated mesh
     local_co: np.ndarray  # its vertices in the cloth object's space
     pins: np.ndarray
+    goal: np.ndarray  # per vertex, its soft pin's weight (reading.pin_weights)
     render_verts: np.ndarray
     render_tris: np.ndarray
     render_polygons: np.ndarray  # the face of each triangle (Blender's polygon index)
     render_pins: np.ndarray
     render_pins_local: np.ndarray
     render_factors: dict  # the Property Weights' stiffness factors per render vertex (settings.property_factors)
+    render_goal: np.ndarray
+    render_goal_local: np.ndarray  # the soft pins' vertices in the cloth object's space
     embedding: Embedding | None = None
 
     @property
@@ -111,11 +114,23 @@ class _Read:
     matrices: list = field(default_factory=list)  # the cloth object's world matrix at each frame
     pin_path: list = field(default_factory=list)  # the simulated mesh's pins at each frame
     render_pin_path: list = field(default_factory=list)  # the cloth's own pins at each frame, with a proxy
+    goal_path: list = field(default_factory=list)  # the simulated mesh's soft pins' goals at each frame
+    render_goal_path: list = field(default_factory=list)  # the cloth's own, with a proxy
     target_pos: dict = field(default_factory=dict)  # frame: (target name, world positions)
 
 
 def _constant(poses):
     return poses[0] if np.allclose(poses, poses[0]) else poses
+
+
+def _goals(cs, cloth, goal, path):
+    """The soft pins of a cloth with goal weights w⁴ (per vertex, 0 where none), their goals at
+    each frame: springs of w⁴ × Pin Stiffness per kg of the vertex, as Blender's pin springs."""
+    soft = np.flatnonzero(goal > 0)
+    if not len(soft):
+        return None
+    stiffness = goal[soft] * cs.pin_stiffness * cloth.masses[soft]
+    return dc.Goals(soft, stiffness, _pin_path(path, soft))
 
 
 def _pin_path(path, pins):
@@ -312,7 +327,7 @@ def _read_start(cloth_obj, depsgraph, start, warnings):
     Simulation Mesh or Proxy Vertices, core.design.embedding); refused by name where the mesh
     simulated is no cloth."""
     cs, name = cloth_obj.diffcloth, cloth_obj.name
-    verts, tris, faces, local_co, pins = read_cloth(cloth_obj, cs, depsgraph, start)
+    verts, tris, faces, local_co, pins, goal = read_cloth(cloth_obj, cs, depsgraph, start)
     groups = {group for group, _ in WEIGHTED.values()}
     weights = property_weights(cloth_obj, cs, sorted(groups), depsgraph)
     factors, more = property_factors(cs, name, weights)
@@ -324,6 +339,8 @@ def _read_start(cloth_obj, depsgraph, start, warnings):
         render_pins=pins,
         render_pins_local=local_co[pins],
         render_factors=factors,
+        render_goal=goal,
+        render_goal_local=local_co[goal > 0],
     )
     embedding, polygons = None, faces
     if proxy.wanted(cs) and refined(cloth_obj):
@@ -336,16 +353,18 @@ def _read_start(cloth_obj, depsgraph, start, warnings):
         local_co, tris, polygons, pins, embedding = proxy.read(
             cloth_obj, cs, depsgraph, local_co, verts, pins, start_mw
         )
-        # the Property Weights of the cloth vertex nearest each proxy vertex
+        # the Property Weights and soft pins of the cloth vertex nearest each proxy vertex
         nearest = proxy.nearest(render["render_verts"], to_world(local_co, start_mw))
         factors = {kind: f[nearest] for kind, f in factors.items()}
+        goal = goal[nearest]
+        goal[pins] = 0.0
         verts, faces = to_world(local_co, start_mw), np.arange(len(tris))
     try:
         cloth = build_cloth(cs, verts, tris, pins, polygons, factors)
     except ValueError as err:  # core's triangle k as the artist's face (Blender's face index)
         message = re.sub(r"\btriangle (\d+)", lambda m: f"face {faces[int(m.group(1))]}", str(err))
         raise InputError(f"cloth '{name}': {message}") from None
-    return _Simulated(cloth, verts, local_co, pins, embedding=embedding, **render)
+    return _Simulated(cloth, verts, local_co, pins, goal, embedding=embedding, **render)
 
 
 def _read_frame(read, cloth_obj, targets, target_frames, f, depsgraph):
@@ -358,8 +377,10 @@ def _read_frame(read, cloth_obj, targets, target_frames, f, depsgraph):
     read.matrices.append(mw)
     if len(sim.pins):
         read.pin_path.append(to_world(sim.local_co[sim.pins], mw))
+    read.goal_path.append(to_world(sim.local_co[sim.goal > 0], mw))
     if sim.embedding is not None:
         read.render_pin_path.append(to_world(sim.render_pins_local, mw))
+        read.render_goal_path.append(to_world(sim.render_goal_local, mw))
     for o in read.colliders:
         ev = o.evaluated_get(depsgraph)
         read.poses[o.name].append(collider_pose(ev, o.diffcloth.role, f))
@@ -421,7 +442,13 @@ def _setup(context, cloth_obj, read, targets, target_frames, start, end, need_ta
         self_distance=self_distance(cs, name, sim.cloth),
         self_friction=cs.self_friction * FRICTION_SCALE if cs.use_self_collision else 0.0,
     )
-    core_scene = build_scene(name, sim.cloth, pin_path=_pin_path(read.pin_path, sim.pins), **common)
+    core_scene = build_scene(
+        name,
+        sim.cloth,
+        pin_path=_pin_path(read.pin_path, sim.pins),
+        goals=_goals(cs, sim.cloth, sim.goal, read.goal_path),
+        **common,
+    )
     _check_start(core_scene, name, read.colliders + read.meshes, start)
     loss, refine = None, None
     if read.target_pos:
@@ -474,6 +501,7 @@ def _refine(name, cs, read, common, loss):
         name,
         full,
         pin_path=_pin_path(read.render_pin_path, sim.render_pins),
+        goals=_goals(cs, full, sim.render_goal, read.render_goal_path),
         **dict(common, self_distance=self_distance(cs, name, full, "Refine's")),
     )
     return Refine(scene=own, loss=loss, posed_pins=dc.posed_pins(own, loss, PIN_SLACK))

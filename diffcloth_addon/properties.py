@@ -24,8 +24,8 @@ _CLOTH_POLL = {"poll": _is_cloth} if bpy.app.version >= (4, 5, 0) else {}
 
 
 # the settings' layout version: files saved before 2 (settings_version 0) hold springs, not
-# fabric; before 3, Self Collisions had no friction
-SETTINGS_VERSION = 3
+# fabric; before 3, Self Collisions had no friction; before 4, pins were outright above weight 0.5
+SETTINGS_VERSION = 4
 # what older files' cloths had where they left a setting at its default then
 LEGACY_DEFAULTS = {"bending": 1e-4, "damping": 0.0}
 
@@ -188,6 +188,16 @@ class DiffClothObjectSettings(bpy.types.PropertyGroup):
         precision=7,
         step=0.001,
     )
+    pin_stiffness: FloatProperty(
+        name="Pin Stiffness",
+        description="How hard a pin group's partial weights pull their vertices to where the group holds "
+        "them (N/m per kg of the vertex, times its weight⁴, as Blender's pin springs); weight 1 pins outright",
+        default=1000.0,
+        min=1e-3,
+        soft_max=1e6,
+    )
+    # files from before soft pins: pinned outright above weight 0.5, nowhere softly
+    legacy_pins: BoolProperty(default=False, options={"HIDDEN"})
     gravity_weight: FloatProperty(
         name="Gravity",
         description="How much of the scene's gravity (Scene › Gravity) acts on the cloth, as Blender's "
@@ -368,8 +378,8 @@ CLASSES = (DiffClothObjectSettings, DiffClothSceneSettings, DiffClothRunState)
 
 def upgrade(objects):
     """Cloths of files saved before SETTINGS_VERSION keep what they were: springs, their old
-    defaults where left unset, the converged solver, Self Collisions without friction; their
-    sphere and plane colliders no friction."""
+    defaults where left unset, the converged solver, Self Collisions without friction, pins
+    outright above weight 0.5; their sphere and plane colliders no friction."""
     for obj in objects:
         s = obj.diffcloth
         if s.role == "CLOTH":
@@ -380,6 +390,8 @@ def upgrade(objects):
                         setattr(s, key, old)
             if s.settings_version < 3 and not s.is_property_set("self_friction"):
                 s.self_friction = 0.0  # they had none
+            if s.settings_version < 4:
+                s.legacy_pins = True
         elif s.role in ("SPHERE", "PLANE") and s.settings_version < 2:
             s.friction = 0.0  # they had none
         stamp(obj)

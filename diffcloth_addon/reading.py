@@ -365,8 +365,39 @@ def not_ready(scene, kind):
     return ""
 
 
+SOFTGOALSNAP = 0.999  # Blender's: a pin group weight w pins its vertex outright where w⁴ reaches this
+
+
+def pin_weights(cloth_obj, cs, depsgraph, n):
+    """The pin group as Blender's Cloth reads it: the vertices pinned outright (w⁴ ≥ SOFTGOALSNAP)
+    and, per vertex, the goal weight w⁴ of those a pin spring pulls (0 elsewhere). Cloths of files
+    from before soft pins (legacy_pins) are pinned outright above 0.5 and nowhere softly."""
+    goal = np.zeros(n)
+    if not cs.pin_group:
+        return np.zeros(0, np.int64), goal
+    w = group_weights(cloth_obj, cs.pin_group, depsgraph)
+    if cs.legacy_pins:
+        hard = w > 0.5
+    else:
+        goal = w**4
+        hard = goal >= SOFTGOALSNAP
+        goal[hard] = 0.0
+    if not hard.any() and not goal.any():
+        raise InputError(
+            f"pin group '{cs.pin_group}' of cloth '{cloth_obj.name}' has no vertex with a weight"
+            + (" above 0.5" if cs.legacy_pins else "")
+            + ": assign the vertices to pin, or clear Pin Group"
+        )
+    if hard.all():
+        raise InputError(
+            f"every vertex of '{cloth_obj.name}' is pinned (pin group '{cs.pin_group}'): nothing to simulate"
+        )
+    return np.flatnonzero(hard), goal
+
+
 def read_cloth(cloth_obj, cs, depsgraph, start):
-    """The cloth at the start frame: world vertices, triangles, the face of each, local vertices, pin indices."""
+    """The cloth at the start frame: world vertices, triangles, the face of each, local vertices,
+    pin indices and the soft pins' goal weights (pin_weights)."""
     name = cloth_obj.name
     local_co, mw = evaluated_coords(cloth_obj, depsgraph)
     bad = ~np.isfinite(local_co).all(axis=1)
@@ -381,17 +412,8 @@ def read_cloth(cloth_obj, cs, depsgraph, start):
         raise InputError(f"cloth '{name}' has no faces")
     if loose_edges:
         raise InputError(f"cloth '{name}' has {loose_edges} loose edge(s); delete them or fill faces")
-    pins = np.zeros(0, np.int64)
-    if cs.pin_group:
-        pins = np.flatnonzero(group_weights(cloth_obj, cs.pin_group, depsgraph) > 0.5)
-        if len(pins) == 0:
-            raise InputError(
-                f"pin group '{cs.pin_group}' of cloth '{name}' has no vertex with a weight above 0.5: "
-                "assign the vertices to pin, or clear Pin Group"
-            )
-        if len(pins) == len(local_co):
-            raise InputError(f"every vertex of '{name}' is pinned (pin group '{cs.pin_group}'): nothing to simulate")
-    return to_world(local_co, mw), tris, faces, local_co, pins
+    pins, goal = pin_weights(cloth_obj, cs, depsgraph, len(local_co))
+    return to_world(local_co, mw), tris, faces, local_co, pins, goal
 
 
 def scene_gravity(scene, cs):

@@ -129,6 +129,9 @@ class DIFFCLOTH_PT_cloth_shape(_RolePanel):
     def draw(self, context):
         layout = _split(self.layout)
         layout.prop_search(context.object.diffcloth, "pin_group", context.object, "vertex_groups")
+        row = layout.row()
+        row.active = bool(context.object.diffcloth.pin_group)
+        row.prop(context.object.diffcloth, "pin_stiffness", text="Stiffness")  # Blender's Shape › Stiffness
 
 
 class DIFFCLOTH_PT_cloth_property_weights(_RolePanel):

@@ -199,7 +199,7 @@ def test_empty_pin_group(blank):
     cloth.vertex_groups.new(name="pins")
     cloth.diffcloth.pin_group = "pins"
     refused(
-        blank, bpy.ops.diffcloth.simulate, "pin group 'pins' of cloth 'Cloth' has no vertex with a weight above 0.5"
+        blank, bpy.ops.diffcloth.simulate, "pin group 'pins' of cloth 'Cloth' has no vertex with a weight: assign"
     )
 
 

@@ -177,6 +177,38 @@ def check_bounds(scene):
     )
 
 
+class Goals:
+    """Soft pins, as Blender's Cloth makes of a pin group's partial weights: each of `vertices`
+    pulled toward its goal by a zero-length spring of `stiffness` (N/m, one per vertex), the goal
+    at path (frames+1, G, 3) per frame, linear between frames (None: where the cloth's rest mesh
+    has them). Not a design: optimizations leave them as they are."""
+
+    def __init__(self, vertices, stiffness, path=None):
+        self.vertices = np.asarray(vertices, dtype=np.int64).ravel()
+        self.stiffness = np.broadcast_to(np.asarray(stiffness, dtype=np.float64), self.vertices.shape).copy()
+        self.path = None if path is None else np.asarray(path, dtype=np.float64)
+        if len(np.unique(self.vertices)) != len(self.vertices):
+            raise ValueError("goals: a vertex is given twice")
+        if not (np.isfinite(self.stiffness).all() and (self.stiffness > 0).all()):
+            raise ValueError("goals: every stiffness must be positive")
+
+    def check(self, scene):
+        """Raise ValueError unless these goals fit scene's cloth and frames."""
+        cloth, v = scene.cloth, self.vertices
+        if len(v) and (v.min() < 0 or v.max() >= cloth.n):
+            raise ValueError(f"goals: vertex {int(v[(v < 0) | (v >= cloth.n)][0])} is out of range 0..{cloth.n - 1}")
+        if np.isin(v, cloth.pinned).any():
+            raise ValueError(f"goals: vertex {int(v[np.isin(v, cloth.pinned)][0])} is pinned already")
+        if self.path is not None:
+            self.path = _array(self.path, [(scene.steps + 1, len(v), 3)], "goals path")
+
+    def at(self, scene, s):
+        """The goals after integrator step s (G,3)."""
+        if self.path is None:
+            return scene.cloth.rest[self.vertices]
+        return at_step(self.path, s, scene.substeps)
+
+
 class Scene:
     """Everything `simulate` needs.
 
@@ -184,6 +216,7 @@ class Scene:
     h = dt/substeps; trajectories and losses address frames 0..steps. forces (steps, n, 3) act
     during frame f → f+1; pin_path (steps+1, n_pinned, 3) gives the pinned vertices' positions
     at every frame (in the order of cloth.pinned), linearly interpolated between frames.
+    goals: soft pins (Goals), or None.
     contact_stiffness κ (N/m per kg, i.e. 1/s²) is the colliders' penalty stiffness per unit of
     vertex mass: a vertex of mass m is pushed out with κ·m·depth, so the cloth sinks g/κ under
     its own weight (1e5: 0.1 mm) at any resolution, and the contact is as stiff, relative to the
@@ -231,6 +264,7 @@ class Scene:
         contact_smoothing=None,
         self_distance=0.0,
         self_friction=0.0,
+        goals=None,
         bounds=True,
     ):
         if not isinstance(cloth, Cloth):
@@ -283,6 +317,11 @@ class Scene:
         if not (np.isfinite(self_friction) and self_friction >= 0):
             raise ValueError(f"self friction must be non-negative, got {self_friction}")
         self.self_friction = float(self_friction)
+        if goals is not None:
+            if not isinstance(goals, Goals):
+                raise ValueError("goals must be a core.Goals")
+            goals.check(self)
+        self.goals = goals
         if bounds:
             check_bounds(self)
 
@@ -305,6 +344,7 @@ class Scene:
         "contact_smoothing",
         "self_distance",
         "self_friction",
+        "goals",
     )
 
     def replace(self, **changes):

@@ -10,6 +10,7 @@ from ..numerics.linalg import Coupled
 from .base import Point
 from .contact import ColliderContact
 from .friction import CoulombFriction
+from .goals import GoalSprings
 from .gravity import Gravity
 from .hinges import HingeBending
 from .self_contact import SelfContact
@@ -23,6 +24,7 @@ TERMS = (
     BendingSprings,
     HingeBending,
     Gravity,
+    GoalSprings,
     ColliderContact,
     CoulombFriction,
     SelfContact,
