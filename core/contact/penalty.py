@@ -79,12 +79,14 @@ def spread(out, weights, stencil, per):
 
 
 class StepLag:
-    """What a step's contact terms take from its start state x, v (step s → s+1): each collider's
-    own step data (`planes`: a mesh's Planes, else None), the cloth's own (`cloth`: SelfPlanes,
-    of the given pairs if any) and the lagged friction contacts."""
+    """What a step's terms take from its start state x, v (step s → s+1): the state itself
+    (`state`: a force field's pressure), each collider's own step data (`planes`: a mesh's Planes,
+    else None), the cloth's own (`cloth`: SelfPlanes, of the given pairs if any) and the lagged
+    friction contacts."""
 
     def __init__(self, potential, x, v, s, pairs=None):
         sc = potential.scene
+        self.state = x, v
         sub, h = sc.substeps, sc.h
         t0, t1 = s / sub, (s + 1) / sub
         self.planes = [col.begin_step(x, v, t0, t1, h, thickness_of(col, sc)) for col in sc.colliders]
@@ -172,10 +174,13 @@ class StepLag:
 
     @staticmethod
     def needed(scene):
-        """Whether a scene's steps need one (meshes, friction, self-contact), else None serves."""
-        return scene.self_distance > 0 or any(
-            col.friction > 0 or isinstance(col, MeshCollider) for col in scene.colliders
-        )
+        """Whether a scene's steps need one (meshes, friction, self-contact, wind), else None serves."""
+        return scene.wind is not None or StepLag.contacts(scene)
+
+    @staticmethod
+    def contacts(scene):
+        """Whether a scene's contacts lag (meshes, friction, self-contact)."""
+        return scene.self_distance > 0 or any(col.friction > 0 or isinstance(col, MeshCollider) for col in scene.colliders)
 
 
 def project_out(potential, lag, y, s):

@@ -61,7 +61,7 @@ class Linearization:
     and 64×64, the factorizations included)."""
 
     def __init__(self, scene, traj, rtol=ADJOINT_RTOL, own_factors=False):
-        if scene.solver == "linearized" and StepLag.needed(scene):
+        if scene.solver == "linearized" and StepLag.contacts(scene):
             raise ValueError(
                 "gradients of linearized steps over mesh colliders, with friction or self-collision are not built: "
                 "simulate with solver='newton' (what optimization uses)"
@@ -235,8 +235,8 @@ def backward(scene, traj, gx_frames, gv_frames, lin=None):
         # pinned rows: positions are inputs; their velocity (x_s+1 − x_s)/h ties neighbouring steps
         new_gx[pinned] = 0.0 if px is None else px[pinned]
         gpin[s] += new_gx[pinned] - gv[pinned] / h - h * lag_alpha[pinned]
-        if pv is not None and s > 0:
-            gpin[s] += pv[pinned] / h
+        if s > 0:  # a pin's velocity (x_s − x_{s−1})/h: what reads it (the loss, a lagged term such as wind)
+            gpin[s] += new_gv[pinned] / h
         gx, gv = new_gx, new_gv
     gx0 = gx.copy()
     gv0 = gv.copy()

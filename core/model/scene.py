@@ -192,8 +192,8 @@ class Goals:
         if not (np.isfinite(self.stiffness).all() and (self.stiffness > 0).all()):
             raise ValueError("goals: every stiffness must be positive")
 
-    def check(self, scene):
-        """Raise ValueError unless these goals fit scene's cloth and frames."""
+    def checked(self, scene):
+        """These goals, once they fit scene's cloth and frames (else ValueError)."""
         cloth, v = scene.cloth, self.vertices
         if len(v) and (v.min() < 0 or v.max() >= cloth.n):
             raise ValueError(f"goals: vertex {int(v[(v < 0) | (v >= cloth.n)][0])} is out of range 0..{cloth.n - 1}")
@@ -201,6 +201,7 @@ class Goals:
             raise ValueError(f"goals: vertex {int(v[np.isin(v, cloth.pinned)][0])} is pinned already")
         if self.path is not None:
             self.path = _array(self.path, [(scene.steps + 1, len(v), 3)], "goals path")
+        return self
 
     def at(self, scene, s):
         """The goals after integrator step s (G,3)."""
@@ -216,7 +217,9 @@ class Scene:
     h = dt/substeps; trajectories and losses address frames 0..steps. forces (steps, n, 3) act
     during frame f → f+1; pin_path (steps+1, n_pinned, 3) gives the pinned vertices' positions
     at every frame (in the order of cloth.pinned), linearly interpolated between frames.
-    goals: soft pins (Goals), or None.
+    goals: soft pins (Goals), or None. wind (3,) or per frame (steps+1, 3), linear between frames:
+    a wind field's velocity, pressing on each triangle as Blender's Cloth presses it
+    (core.terms.wind), or None.
     contact_stiffness κ (N/m per kg, i.e. 1/s²) is the colliders' penalty stiffness per unit of
     vertex mass: a vertex of mass m is pushed out with κ·m·depth, so the cloth sinks g/κ under
     its own weight (1e5: 0.1 mm) at any resolution, and the contact is as stiff, relative to the
@@ -265,6 +268,7 @@ class Scene:
         self_distance=0.0,
         self_friction=0.0,
         goals=None,
+        wind=None,
         bounds=True,
     ):
         if not isinstance(cloth, Cloth):
@@ -317,11 +321,10 @@ class Scene:
         if not (np.isfinite(self_friction) and self_friction >= 0):
             raise ValueError(f"self friction must be non-negative, got {self_friction}")
         self.self_friction = float(self_friction)
-        if goals is not None:
-            if not isinstance(goals, Goals):
-                raise ValueError("goals must be a core.Goals")
-            goals.check(self)
-        self.goals = goals
+        if goals is not None and not isinstance(goals, Goals):
+            raise ValueError("goals must be a core.Goals")
+        self.goals = None if goals is None else goals.checked(self)
+        self.wind = None if wind is None else _array(wind, [(3,), (self.steps + 1, 3)], "wind")
         if bounds:
             check_bounds(self)
 
@@ -345,6 +348,7 @@ class Scene:
         "self_distance",
         "self_friction",
         "goals",
+        "wind",
     )
 
     def replace(self, **changes):
@@ -393,6 +397,10 @@ class Scene:
         if self.forces is None:
             return 0.0
         return float(np.linalg.norm(self.forces / self.cloth.masses[None, :, None], axis=2).max())
+
+    def wind_at(self, s):
+        """The wind (3,) during integrator step s → s+1, as at its start (Blender's, explicit)."""
+        return at_step(self.wind, s, self.substeps)
 
     def force_at(self, s):
         """Control force (n,3) acting during integrator step s → s+1, or None."""

@@ -15,6 +15,7 @@ from .gravity import Gravity
 from .hinges import HingeBending
 from .self_contact import SelfContact
 from .springs import BendingSprings, Compression, Shear, SpringGeometry, Tension
+from .wind import WindPressure
 
 # every term, in the order their contributions are summed: a new term is one class and a line here
 TERMS = (
@@ -24,6 +25,7 @@ TERMS = (
     BendingSprings,
     HingeBending,
     Gravity,
+    WindPressure,
     GoalSprings,
     ColliderContact,
     CoulombFriction,
