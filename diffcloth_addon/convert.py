@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import core as dc
 from ..core.design.embedding import EmbeddedLoss, Embedding
-from . import proxy
+from . import fields, proxy
 from .colliders import FRICTION_SCALE, MeshReader, collision_objects
 from .errors import NO_KEYS, NO_TARGETS, InputError
 from .reading import (
@@ -114,6 +114,7 @@ class _Read:
     matrices: list = field(default_factory=list)  # the cloth object's world matrix at each frame
     pin_path: list = field(default_factory=list)  # the simulated mesh's pins at each frame
     render_pin_path: list = field(default_factory=list)  # the cloth's own pins at each frame, with a proxy
+    wind: list = field(default_factory=list)  # the Wind fields' velocity at each frame (none: no field)
     goal_path: list = field(default_factory=list)  # the simulated mesh's soft pins' goals at each frame
     render_goal_path: list = field(default_factory=list)  # the cloth's own, with a proxy
     target_pos: dict = field(default_factory=dict)  # frame: (target name, world positions)
@@ -294,10 +295,14 @@ def _read(context, cloth_obj, targets, target_frames, start, end):
             warnings = _evaluated_only(cloth_obj, colliders, meshes, targets, target_frames, depsgraph)
             readers = [MeshReader(o, mesh_topology(o, depsgraph)[0]) for o in meshes]
             sim = _read_start(cloth_obj, depsgraph, start, warnings)
-            read = _Read(sim, colliders, meshes, readers, warnings, poses={o.name: [] for o in colliders})
+            winds, more = fields.wind_fields(scene)
+            read = _Read(sim, colliders, meshes, readers, warnings + more, poses={o.name: [] for o in colliders})
             for f in range(start, end + 1):
                 scene.frame_set(f)
-                _read_frame(read, cloth_obj, targets, target_frames, f, context.evaluated_depsgraph_get())
+                depsgraph = context.evaluated_depsgraph_get()
+                _read_frame(read, cloth_obj, targets, target_frames, f, depsgraph)
+                if winds:
+                    read.wind.append(fields.wind_at(winds, depsgraph, scene.render.fps))  # as Blender: fps, not fps_base
     finally:
         scene.frame_set(original_frame)
     return read
@@ -441,6 +446,7 @@ def _setup(context, cloth_obj, read, targets, target_frames, start, end, need_ta
         solver=cs.solver.lower(),
         self_distance=self_distance(cs, name, sim.cloth),
         self_friction=cs.self_friction * FRICTION_SCALE if cs.use_self_collision else 0.0,
+        wind=cs.wind_weight * np.array(read.wind) if read.wind else None,
     )
     core_scene = build_scene(
         name,

@@ -208,6 +208,16 @@ class DiffClothObjectSettings(bpy.types.PropertyGroup):
         soft_min=0.0,
         soft_max=1.0,
     )
+    wind_weight: FloatProperty(
+        name="Wind",
+        description="How much of the scene's Wind force fields acts on the cloth, as Blender's Cloth › "
+        "Field Weights › Wind",
+        default=1.0,
+        min=-200.0,
+        max=200.0,
+        soft_min=0.0,
+        soft_max=1.0,
+    )
     substeps: IntProperty(name="Substeps", description="Implicit Euler steps per frame", default=1, min=1, max=64)
     contact_stiffness: FloatProperty(
         name="Contact Stiffness",

@@ -166,6 +166,7 @@ class DIFFCLOTH_PT_cloth_field_weights(_RolePanel):
     def draw(self, context):
         layout = _split(self.layout)
         layout.prop(context.object.diffcloth, "gravity_weight")
+        layout.prop(context.object.diffcloth, "wind_weight")
         if not context.scene.use_gravity:
             layout.label(text="Scene › Gravity is off", icon="INFO")
 

@@ -1,0 +1,68 @@
+"""Blender's Wind force fields through the add-on: read at every frame as the cloth feels them,
+scaled by the cloth's Field Weights › Wind; other fields and settings not simulated are named."""
+
+import math
+
+import numpy as np
+import pytest
+
+bpy = pytest.importorskip("bpy")
+
+from test_addon import draw_all, evaluated, grid_cloth  # noqa: E402
+
+
+def convert():
+    from diffcloth.diffcloth_addon import convert as c
+
+    return c
+
+
+def wind_field(strength=2.0, rotation=(-math.pi / 2, 0.0, 0.0)):
+    """A Wind field blowing along its Z axis, turned to blow along +y by default."""
+    bpy.ops.object.effector_add(type="WIND", rotation=rotation)
+    wind = bpy.context.active_object
+    wind.field.strength = strength
+    return wind
+
+
+def test_a_wind_field_blows_the_cloth_along_its_axis(blank):
+    scene = blank.scene
+    scene.frame_start, scene.frame_end = 1, 11
+    cloth = grid_cloth(n=7, fabric=True)
+    still_setup = convert().gather(blank, need_targets=False)
+    assert still_setup.scene.wind is None
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    scene.frame_set(11)
+    still = evaluated(cloth)
+    scene.frame_set(1)
+    wind = wind_field()
+    wind.keyframe_insert("field.strength", frame=1)
+    wind.field.strength = 4.0
+    wind.keyframe_insert("field.strength", frame=11)
+    setup = convert().gather(blank, need_targets=False)
+    assert setup.warnings == []
+    expected = np.array([0.0, 1.0, 0.0]) * math.sqrt(1000) / scene.render.fps
+    assert np.allclose(setup.scene.wind[0], 2.0 * expected, atol=1e-6)
+    assert np.allclose(setup.scene.wind[-1], 4.0 * expected, atol=1e-6)  # its animated strength
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    scene.frame_set(11)
+    blown = evaluated(cloth)
+    assert (blown - still)[:, 1].mean() > 0.01
+    cloth.diffcloth.wind_weight = 0.0  # Field Weights › Wind
+    assert np.allclose(convert().gather(blank, need_targets=False).scene.wind, 0.0)
+    blank.view_layer.objects.active = cloth
+    assert "wind_weight" in draw_all(blank)
+
+
+def test_fields_and_settings_not_simulated_are_named(blank):
+    grid_cloth(n=5, fabric=True)
+    wind = wind_field()
+    wind.field.noise, wind.field.flow = 0.5, 0.0
+    bpy.ops.object.effector_add(type="VORTEX")
+    vortex = bpy.context.active_object
+    warnings = convert().gather(blank, need_targets=False).warnings
+    assert warnings == [
+        f"Wind field '{wind.name}': its Noise, Flow (taken as 1) not followed (DiffCloth blows a Wind field the "
+        "same everywhere, relative to the cloth's velocity)",
+        f"force field '{vortex.name}' (Vortex) is ignored: DiffCloth simulates Wind fields only",
+    ]
