@@ -180,7 +180,7 @@ def optimize(args):
                     for f, d in result.keyframes.items()
                 },
                 "max_control_g": result.scene.max_control_acceleration() / operators.G,
-                # keys asking more stretch than the fabric has: strains, and the nearest pose's distance
+                # keys out of the cloth's reach: the stretch they ask, the nearest pose's distance, colliders entered
                 "unreachable_keys": {
                     f: {
                         "target": reach.target_of(setup, f),
@@ -189,6 +189,7 @@ def optimize(args):
                         "fabric_stretch": r.fabric,
                         "closest_mean_mm": r.closest[0] * 1e3,
                         "closest_largest_mm": r.closest[1] * 1e3,
+                        "inside": {setup.collider_names[c]: dict(vertices=n, deepest_mm=d * 1e3) for c, (n, d) in r.inside.items()},
                     }
                     for f, r in far.items()
                 },
@@ -264,7 +265,7 @@ def _shot(path):
         keys = {int(f): (d["mean_after"], d["largest_after"]) for f, d in report["keyframes_mm"].items()}
         missing = f"; {report['preview_error']}" if code == PREVIEW_FAILED else ""
         far = sorted(int(f) for f in report.get("unreachable_keys", {}))
-        beyond = f"; frame {', '.join(map(str, far))} asks more stretch than the fabric has" if far else ""
+        beyond = f"; frame {', '.join(map(str, far))} out of the cloth's reach" if far else ""
         return {
             **row,
             "keys_mm": {f: keys[f] for f in sorted(keys)},

@@ -68,6 +68,7 @@ class Setup:
     target_frames: dict[str, list[int]]  # each target of the cloth: the frames it is keyed at
     render_tris: np.ndarray  # the cloth's own triangles and vertex count (the render mesh)
     n_render: int
+    collider_names: list[str]  # the objects of scene.colliders, in order
     embedding: Embedding | None = None  # the cloth's rest positions in its proxy (None: no proxy)
     refine: Refine | None = None  # the cloth's own run after the proxy's (Refine)
     # set when the run is prepared (operators.prepare)
@@ -479,6 +480,7 @@ def _setup(context, cloth_obj, read, targets, target_frames, start, end, need_ta
         target_frames=target_frames,
         render_tris=sim.render_tris,
         n_render=sim.n_render,
+        collider_names=[o.name for o in read.colliders + read.meshes],
         embedding=sim.embedding,
         refine=refine,
     )

@@ -193,7 +193,7 @@ class _Run(_ClothName, bpy.types.Operator):
                 result.loss,
                 result.normalized_loss,
                 reason_text(result.reason)
-                + (f"; frame {', '.join(map(str, far))} asks more stretch than the fabric has" if far else ""),
+                + (f"; frame {', '.join(map(str, far))} out of the cloth's reach" if far else ""),
             )
             for frame, r in far.items():
                 self.report({"WARNING"}, reach.message(self.setup, frame, r))

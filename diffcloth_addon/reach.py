@@ -1,10 +1,11 @@
 """Keys out of the fabric's reach, told to the artist: a warning per key in the report, the status
 bar and the sidebar (core.key_reach measures them), and a colour attribute on each such target
-that shows where it asks the fabric to stretch more than it does."""
+that shows where it asks the fabric to stretch more than it does (red) or puts the cloth inside a
+collider (blue)."""
 
 import numpy as np
 
-ATTRIBUTE = "DiffCloth Stretch"  # the targets' colour attribute: white within reach, red beyond
+ATTRIBUTE = "DiffCloth Reach"  # the targets' colour attribute: white within reach
 FULL_RED = 0.1  # strain beyond the fabric's (0.1: 10% longer than it stretches) shown fully red
 
 
@@ -19,30 +20,52 @@ def target_of(setup, frame):
 
 
 def message(setup, frame, r):
-    """What the artist reads about one unreachable key."""
+    """What the artist reads about one unreachable key: the stretch it asks, the colliders it
+    goes into."""
+    parts = []
+    if r.closest[1] > 0:
+        parts.append(
+            f"asks '{setup.cloth_name}' to stretch {r.demand * 100:.0f}% (95% of its edges within "
+            f"{r.demand_p95 * 100:.1f}%), more than the fabric stretches in its motion ({r.fabric * 100:.1f}%): "
+            f"the cloth can come no closer than about {r.closest[0] * 1e3:.1f} mm on average "
+            f"({r.closest[1] * 1e3:.0f} mm at worst)"
+        )
+    for c, (count, depth) in (r.inside or {}).items():
+        parts.append(
+            f"puts {count} vertices of '{setup.cloth_name}' up to {depth * 1e3:.0f} mm inside "
+            f"'{setup.collider_names[c]}', where the cloth cannot go"
+        )
     return (
-        f"target '{target_of(setup, frame)}' at frame {frame} asks '{setup.cloth_name}' to stretch "
-        f"{r.demand * 100:.0f}% (95% of its edges within {r.demand_p95 * 100:.1f}%), more than the fabric "
-        f"stretches in its motion ({r.fabric * 100:.1f}%): the cloth can come no closer than about "
-        f"{r.closest[0] * 1e3:.1f} mm on average ({r.closest[1] * 1e3:.0f} mm at worst); the target's "
-        f"'{ATTRIBUTE}' colours show where"
+        f"target '{target_of(setup, frame)}' at frame {frame} " + "; it ".join(parts)
+        + f"; the target's '{ATTRIBUTE}' colours show where"
     )
 
 
 def stored(setup, result):
     """The unreachable keys as the cloth's stored result keeps them: {scene frame: [demand,
-    demand_p95, fabric, closest mean, closest largest]}."""
-    return {str(f): [r.demand, r.demand_p95, r.fabric, *r.closest] for f, r in unreachable(setup, result).items()}
+    demand_p95, fabric, closest mean, closest largest, vertices inside colliders, deepest]}."""
+    return {
+        str(f): [r.demand, r.demand_p95, r.fabric, *r.closest, *_inside_total(r)]
+        for f, r in unreachable(setup, result).items()
+    }
+
+
+def _inside_total(r):
+    """How many vertices a key puts inside colliders, and the deepest (m)."""
+    found = list((r.inside or {}).values())
+    return sum(c for c, _ in found), max((d for _, d in found), default=0.0)
 
 
 def mark_targets(setup, result, objects):
-    """Colour each target by how far its keys ask more stretch than the fabric has (the largest
-    over its keys), and clear the colours of targets whose keys are now within reach. Targets in
-    Edit Mode are left alone (leaving it would overwrite the attribute)."""
-    excess = {}
+    """Colour each target where its keys ask more stretch than the fabric has (red, fully at
+    FULL_RED more) or put the cloth inside a collider (blue), the most over its keys, and clear
+    the colours of targets whose keys are now within reach. Targets in Edit Mode are left alone
+    (leaving it would overwrite the attribute)."""
+    red, blue = {}, {}
     for frame, r in unreachable(setup, result).items():
         name = target_of(setup, frame)
-        excess[name] = np.maximum(excess.get(name, 0.0), r.vertex_excess)
+        red[name] = np.maximum(red.get(name, 0.0), np.clip(r.vertex_excess / FULL_RED, 0.0, 1.0))
+        blue[name] = np.maximum(blue.get(name, 0.0), r.vertex_inside.astype(float))
     for name in setup.target_frames:
         target = objects.get(name)
         if target is None or target.type != "MESH" or target.mode == "EDIT":
@@ -50,10 +73,10 @@ def mark_targets(setup, result, objects):
         mesh = target.data
         if mesh.color_attributes.get(ATTRIBUTE) is not None:
             mesh.color_attributes.remove(mesh.color_attributes[ATTRIBUTE])
-        if name not in excess or len(excess[name]) != len(mesh.vertices):
+        if name not in red or len(red[name]) != len(mesh.vertices):
             continue
-        red = np.clip(excess[name] / FULL_RED, 0.0, 1.0)
-        colours = np.column_stack([np.ones_like(red), 1.0 - red, 1.0 - red, np.ones_like(red)])
+        r, b = red[name], blue[name]
+        colours = np.column_stack([1.0 - b, 1.0 - np.maximum(r, b), 1.0 - r, np.ones_like(r)])
         attribute = mesh.color_attributes.new(ATTRIBUTE, "FLOAT_COLOR", "POINT")
         attribute.data.foreach_set("color", colours.astype(np.float32).ravel())
         mesh.color_attributes.active_color = attribute

@@ -302,10 +302,14 @@ def _draw_result(box, cloth, stored):
             text=f"Frame {frame}: {mean0 * 1e3:.1f} → {mean1 * 1e3:.1f} mm (largest {max0 * 1e3:.1f} → "
             f"{max1 * 1e3:.1f})"
         )
-    for frame, (demand, _, fabric, mean, largest) in stored.get("unreachable", {}).items():
+    for frame, (demand, _, fabric, mean, largest, inside, deepest) in stored.get("unreachable", {}).items():
         col = box.column(align=True)
-        col.label(text=f"Frame {frame}: asks {demand * 100:.0f}% stretch, the fabric shows {fabric * 100:.1f}%", icon="ERROR")
-        col.label(text=f"    no closer than ~{mean * 1e3:.1f} mm ({largest * 1e3:.0f} mm at worst)")
+        col.label(text=f"Frame {frame}: out of the cloth's reach", icon="ERROR")
+        if largest > 0:
+            col.label(text=f"    asks {demand * 100:.0f}% stretch, the fabric shows {fabric * 100:.1f}%")
+            col.label(text=f"    no closer than ~{mean * 1e3:.1f} mm ({largest * 1e3:.0f} mm at worst)")
+        if inside:
+            col.label(text=f"    {inside} vertices inside colliders, up to {deepest * 1e3:.0f} mm")
     cs = cloth.diffcloth
     setting = tension_setting(cs)
     for key, name, mine, value in (

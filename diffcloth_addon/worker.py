@@ -63,7 +63,7 @@ def run(core, job, report, cancelled):
     keyframes = {f: result.initial_distances[f] + after for f, after in loss.distances(result.trajectory.x).items()}
     embedding = getattr(loss, "embedding", None)
     render = result.trajectory.x if embedding is None else embedding.apply(result.trajectory.x)
-    reach = core.key_reach(job["render_tris"], render, loss.targets)
+    reach = core.key_reach(job["render_tris"], render, loss.targets, scene=job["scene"])
     # positions only: the trajectory's factorizations stay in this process
     trajectory = types.SimpleNamespace(x=result.trajectory.x, step_x=result.trajectory.step_x)
     return dataclasses.replace(result, trajectory=trajectory, keyframes=keyframes, reach=reach)

@@ -220,7 +220,7 @@ def test_summary_merges_reports(cli, capsys, tmp_path):
         "| shot | keys: mean (largest) mm | iterations | time s | exit code | status |",
         "| --- | --- | --- | --- | --- | --- |",
         "| sh010 | frame 5 0.10 (0.25), frame 30 0.46 (1.50) | 7 | 12.3 | 0 | ok: every key within Stop Within |",
-        "| sh015 |  | 2 | 3.0 | 0 | ok: converged; frame 40 asks more stretch than the fabric has |",
+        "| sh015 |  | 2 | 3.0 | 0 | ok: converged; frame 40 out of the cloth's reach |",
         "| sh020 |  |  | 0.5 | 1 | failed: simulation diverged at frame 12 \\| try substeps |",
         "| sh030 |  |  |  |  | unreadable report: Expecting property name enclosed in double quotes: "
         "line 1 column 2 (char 1) |",
@@ -233,7 +233,7 @@ def test_summary_merges_reports(cli, capsys, tmp_path):
     assert (tmp_path / "summary.csv").read_text().splitlines()[:3] == [
         "shot,keys: mean (largest) mm,iterations,time s,exit code,status",
         'sh010,"frame 5 0.10 (0.25), frame 30 0.46 (1.50)",7,12.3,0,ok: every key within Stop Within',
-        "sh015,,2,3.0,0,ok: converged; frame 40 asks more stretch than the fabric has",
+        "sh015,,2,3.0,0,ok: converged; frame 40 out of the cloth's reach",
     ]
     assert cli.execute(["summary", *args, str(tmp_path / "summary.json")]) == 1
     data = json.loads((tmp_path / "summary.json").read_text())

@@ -1,5 +1,6 @@
-"""A key out of the fabric's reach, through the operators: the sidebar, the status and the stored
-result say which key and how far, the target's colours show where; a key within reach clears them."""
+"""Keys out of the cloth's reach, through the operators: the sidebar, the status and the stored
+result say which key and how far, the target's colours show where (red: stretch; blue: inside a
+collider); a key within reach clears them."""
 
 import numpy as np
 import pytest
@@ -8,7 +9,7 @@ bpy = pytest.importorskip("bpy")
 
 from test_addon import draw_all, grid_cloth  # noqa: E402
 
-ATTRIBUTE = "DiffCloth Stretch"
+ATTRIBUTE = "DiffCloth Reach"
 
 
 def set_co(obj, co):
@@ -35,12 +36,12 @@ def test_a_lifted_key_is_told_and_shown_on_its_target(blank):
 
     assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
     state = blank.window_manager.diffcloth
-    assert "frame 11 asks more stretch than the fabric has" in state.status
-    demand, p95, fabric, mean, largest = cloth["diffcloth_result"]["unreachable"]["11"]
-    assert demand > fabric > 0 and p95 < demand and 0 < mean < largest
+    assert "frame 11 out of the cloth's reach" in state.status
+    demand, p95, fabric, mean, largest, inside, _ = cloth["diffcloth_result"]["unreachable"]["11"]
+    assert demand > fabric > 0 and p95 < demand and 0 < mean < largest and inside == 0
     labels = []
     draw_all(blank, labels)
-    assert any(t.startswith(f"Frame 11: asks {demand * 100:.0f}% stretch") for t in labels), labels
+    assert f"    asks {demand * 100:.0f}% stretch, the fabric shows {fabric * 100:.1f}%" in labels, labels
     colours = target.data.color_attributes[ATTRIBUTE]
     assert target.data.color_attributes.active_color.name == ATTRIBUTE
     rgba = np.array([c.color for c in colours.data])
@@ -49,6 +50,34 @@ def test_a_lifted_key_is_told_and_shown_on_its_target(blank):
 
     set_co(target, posed)  # the pose as simulated: within reach, and the colours go
     assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
-    assert "stretch" not in state.status
+    assert "reach" not in state.status
     assert len(cloth["diffcloth_result"]["unreachable"]) == 0
     assert target.data.color_attributes.get(ATTRIBUTE) is None
+
+
+def test_a_key_inside_a_collider_is_told_by_name(blank):
+    scene = blank.scene
+    scene.frame_start, scene.frame_end = 1, 8
+    bpy.ops.mesh.primitive_plane_add(size=2.0, location=(0, 0, -0.3))
+    floor = bpy.context.active_object
+    floor.name = "Floor"
+    floor.diffcloth.role = "PLANE"
+    cloth = grid_cloth(n=7, size=0.4, fabric=True)
+    scene.diffcloth.max_iterations = 1
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    scene.frame_set(8)
+    assert bpy.ops.diffcloth.new_target() == {"FINISHED"}
+    target = next(o for o in scene.objects if o.diffcloth.role == "TARGET")
+    bpy.ops.diffcloth.clear_bake()
+    scene.frame_set(1)
+    posed = np.array([v.co for v in target.data.vertices])
+    world_z = np.array([(target.matrix_world @ v.co).z for v in target.data.vertices])
+    drop = world_z.min() + 0.3 + 0.05  # moved down as a whole, its lowest point 5 cm through the floor
+    set_co(target, posed - [0.0, 0.0, drop])
+    low = world_z - drop < -0.3 - 0.005
+    assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
+    demand, _, fabric, _, largest, inside, deepest = cloth["diffcloth_result"]["unreachable"]["8"]
+    assert inside == int(low.sum()) > 0 and 0.045 < deepest < 0.051 and largest == 0.0
+    rgba = np.array([c.color for c in target.data.color_attributes[ATTRIBUTE].data])
+    assert np.allclose(rgba[low, 2], 1.0) and rgba[low, 0].max() < 0.01  # blue where it went in
+    assert "out of the cloth's reach" in blank.window_manager.diffcloth.status

@@ -443,14 +443,19 @@ def _edge_slots(tris):
     return inverse.reshape(-1, 3), int(inverse.max()) + 1
 
 
+def depths(colliders, x, t):
+    """Per collider, the signed distance of the points x from it at time t where it has an
+    inside (behind a plane, inside a sphere or a one-sided mesh; +inf for a two-sided mesh)."""
+    out = []
+    for col in colliders:
+        if isinstance(col, MeshCollider):
+            out.append(col.signed(x, t) if col.one_sided else np.full(len(x), np.inf))
+        else:
+            out.append(col.distance(x, t)[0])
+    return out
+
+
 def inside_at_start(colliders, x0, tol):
     """Per collider, how many of the positions x0 start deeper than tol inside it (behind a plane,
     inside a one-sided mesh)."""
-    counts = []
-    for col in colliders:
-        if isinstance(col, MeshCollider):
-            d = col.signed(x0, 0.0) if col.one_sided else np.full(len(x0), np.inf)
-            counts.append(int((d < -tol).sum()))
-        else:
-            counts.append(int((col.distance(x0, 0.0)[0] < -tol).sum()))
-    return counts
+    return [int((d < -tol).sum()) for d in depths(colliders, x0, 0.0)]

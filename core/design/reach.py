@@ -1,4 +1,5 @@
-"""Whether a key asks the fabric for more stretch than it has, and how close the cloth can come.
+"""Whether a key asks the fabric for more stretch than it has, and how close the cloth can come;
+and whether it puts the cloth inside a collider, where it cannot go.
 
 A pose lifted by proportional editing usually stretches the fabric far beyond anything its
 springs allow: the optimizer then stalls some distance off, and the artist cannot tell an
@@ -18,6 +19,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import spsolve
 
+from ..contact.colliders import depths
+from ..contact.penalty import thickness_of
 from ..model.mesh import edges as mesh_edges
 
 # penalty weights of the rounds: the last leaves the edges within ~10⁻⁵ of the displacement
@@ -28,14 +31,18 @@ NEWTON_TOL = 1e-6  # a round ends when the gradient is this small against the la
 
 @dataclass
 class KeyReach:
-    """One key's demand on the fabric's stretch. Strains are relative (0.05: 5% longer than at rest).
+    """One key's demand on the fabric's stretch and room. Strains are relative (0.05: 5% longer
+    than at rest).
 
     demand, demand_p95: the largest and the 95th percentile of the key's edge strains;
     fabric: the stretch the cloth shows in its motion (key_reach says how it is measured);
     closest: (mean, largest) distance (m) from the key of the nearest pose stretched no more
     than the motion stretches; vertex_excess (n,): per vertex, how far the strain of its edges
     in the key exceeds what they may stretch (0 where within: where the key asks too much);
-    reachable: the nearest such pose is within the tolerance."""
+    inside: {collider index: (vertices, deepest in m)} of the colliders the key puts vertices
+    inside of, beyond their thickness and the tolerance, and vertex_inside (n,) those vertices;
+    reachable: the nearest pose within the stretch is within the tolerance, and no vertex is
+    inside a collider."""
 
     frame: int
     demand: float
@@ -44,6 +51,8 @@ class KeyReach:
     closest: tuple
     vertex_excess: np.ndarray
     reachable: bool
+    inside: dict = None
+    vertex_inside: np.ndarray = None
 
 
 def edge_strains(x, edges, rest_lengths):
@@ -104,13 +113,14 @@ def nearest_within(target, edges, max_lengths):
     return p
 
 
-def key_reach(tris, motion, targets, tolerance=0.005):
+def key_reach(tris, motion, targets, tolerance=0.005, scene=None):
     """Per key frame, its KeyReach: tris (T,3) of the mesh, motion (frames+1, n, 3) of the cloth
-    simulated from its rest pose at frame 0, targets {frame: (n,3)}. Each edge may stretch as far
-    as it does anywhere in the motion, and at least as far as the motion's bulk: the 99th
-    percentile of its edges' strains at its most stretched frame (pins and fast swings stretch a
-    few edges far beyond the rest). A key is reachable when the nearest pose within that is
-    within `tolerance` (m) of it at every vertex."""
+    simulated from its rest pose at frame 0, targets {frame: (n,3)}, and the scene whose colliders
+    the keys must keep out of (None: none). Each edge may stretch as far as it does anywhere in
+    the motion, and at least as far as the motion's bulk: the 99th percentile of its edges'
+    strains at its most stretched frame (pins and fast swings stretch a few edges far beyond the
+    rest). A key is reachable when the nearest pose within that is within `tolerance` (m) of it
+    at every vertex, and it puts no vertex deeper than `tolerance` inside a collider."""
     motion = np.asarray(motion, dtype=np.float64)
     edges, _ = mesh_edges(np.asarray(tris, dtype=np.int64).reshape(-1, 3))
     rest = np.linalg.norm(motion[0][edges[:, 1]] - motion[0][edges[:, 0]], axis=1)
@@ -126,6 +136,7 @@ def key_reach(tris, motion, targets, tolerance=0.005):
         gap = np.zeros(len(target))
         if (strain > allowed).any():
             gap = np.linalg.norm(nearest_within(target, edges, (1.0 + allowed) * rest) - target, axis=1)
+        inside, vertex_inside = _inside(scene, target, frame, tolerance)
         out[frame] = KeyReach(
             frame=frame,
             demand=float(strain.max()),
@@ -133,6 +144,22 @@ def key_reach(tris, motion, targets, tolerance=0.005):
             fabric=bulk,
             closest=(float(gap.mean()), float(gap.max())),
             vertex_excess=excess,
-            reachable=bool(gap.max() <= tolerance),
+            reachable=bool(gap.max() <= tolerance and not inside),
+            inside=inside,
+            vertex_inside=vertex_inside,
         )
     return out
+
+
+def _inside(scene, x, frame, tolerance):
+    """{collider index: (vertices, deepest)} of the colliders x is inside of at frame, beyond
+    their thickness and the tolerance, and which vertices are."""
+    found, anywhere = {}, np.zeros(len(x), bool)
+    colliders = [] if scene is None else scene.colliders
+    for c, d in enumerate(depths(colliders, x, float(frame))):
+        depth = thickness_of(colliders[c], scene) - d
+        deep = depth > tolerance
+        if deep.any():
+            found[c] = (int(deep.sum()), float(depth[deep].max()))
+            anywhere |= deep
+    return found, anywhere
