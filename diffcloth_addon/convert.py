@@ -14,6 +14,7 @@ from . import fields, proxy
 from .colliders import FRICTION_SCALE, MeshReader, collision_objects
 from .errors import NO_KEYS, NO_TARGETS, InputError
 from .reading import (
+    ModifiersOff,
     OwnKeysMuted,
     check_cloth_object,
     check_transform,
@@ -289,7 +290,7 @@ def _read(context, cloth_obj, targets, target_frames, start, end):
     meshes = collision_objects(scene, cloth_obj)
     original_frame = scene.frame_current
     try:
-        with OwnKeysMuted(cloth_obj):
+        with OwnKeysMuted(cloth_obj), ModifiersOff(cloth_obj):
             scene.frame_set(start)
             context.view_layer.update()
             depsgraph = context.evaluated_depsgraph_get()

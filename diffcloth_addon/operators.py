@@ -9,7 +9,7 @@ from bpy.props import StringProperty
 from .. import core as dc
 from . import bake, convert, proxy, reach, runner
 from .errors import InputError
-from .reading import find_cloth, frame_range, not_ready
+from .reading import ModifiersOff, find_cloth, frame_range, not_ready
 from .results import (
     RESULT_KEY,
     apply_stored_result,
@@ -442,8 +442,9 @@ class DIFFCLOTH_OT_new_target(_OnCloth):
             if bpy.ops.diffcloth.simulate(cloth=cloth.name, converged=True) != {"FINISHED"}:
                 return {"CANCELLED"}  # the simulation named why
             context.scene.frame_set(frame)
-        evaluated = cloth.evaluated_get(context.evaluated_depsgraph_get())
-        mesh = bpy.data.meshes.new_from_object(evaluated)
+        with ModifiersOff(cloth):  # the cloth's own vertices as baked, before its modifiers
+            context.view_layer.update()
+            mesh = bpy.data.meshes.new_from_object(cloth.evaluated_get(context.evaluated_depsgraph_get()))
         mesh.name = f"{cloth.name}_target_f{frame:04d}"
         target = bpy.data.objects.new(mesh.name, mesh)
         target.matrix_world = cloth.matrix_world.copy()

@@ -13,7 +13,7 @@ from .. import core as dc
 from ..core.design.embedding import Embedding
 from ..core.model.mesh import polygon_of_triangles
 from .errors import InputError
-from .reading import OwnKeysMuted, evaluated_coords, frame_range, mesh_topology, to_world
+from .reading import ModifiersOff, OwnKeysMuted, evaluated_coords, frame_range, mesh_topology, to_world
 
 # a render vertex farther than this fraction of the cloth's size from its proxy is not covered
 COVER = 0.02
@@ -140,7 +140,7 @@ def decimated_at_start(context, cloth_obj, budget):
     """decimated() of the cloth as a run reads it: at the start frame, without DiffCloth's bake."""
     scene, original_frame = context.scene, context.scene.frame_current
     try:
-        with OwnKeysMuted(cloth_obj):
+        with OwnKeysMuted(cloth_obj), ModifiersOff(cloth_obj):
             scene.frame_set(frame_range(scene)[0])
             context.view_layer.update()
             return decimated(cloth_obj, context.evaluated_depsgraph_get(), budget)

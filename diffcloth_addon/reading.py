@@ -117,6 +117,25 @@ class OwnKeysMuted:
             b.mute = mute
 
 
+class ModifiersOff:
+    """The cloth as DiffCloth's input: its modifiers off in the viewport while it is read, restored
+    after. DiffCloth's place in the stack is before every modifier (its bake, shape keys, is what
+    Blender's modifiers then work on: a Subdivision, a Solidify, a Corrective Smooth apply to the
+    simulated cloth)."""
+
+    def __init__(self, obj):
+        self.modifiers = list(obj.modifiers)
+
+    def __enter__(self):
+        self.shown = [m.show_viewport for m in self.modifiers]
+        for m in self.modifiers:
+            m.show_viewport = False
+
+    def __exit__(self, *exc):
+        for m, shown in zip(self.modifiers, self.shown):
+            m.show_viewport = shown
+
+
 def evaluated_coords(obj, depsgraph):
     """Local vertex coordinates (n,3) of the evaluated object, and its world matrix."""
     ev = obj.evaluated_get(depsgraph)
@@ -275,12 +294,11 @@ def uneven_sphere(obj, frame):
 
 
 def check_undeformed(obj, local_co, frame):
-    """Refuse a cloth whose modifiers or (non-DiffCloth) shape keys move or add vertices at a frame.
+    """Refuse a cloth whose (non-DiffCloth) shape keys move its vertices at a frame (local_co: read
+    with its modifiers off, ModifiersOff).
 
-    DiffCloth simulates the mesh as drawn and bakes the result to shape keys, which Blender
-    applies first, under the modifiers: a modifier that moves vertices would act twice on the
-    bake, one that adds vertices would leave the bake nothing to match, and another active shape
-    key would add its offset on top.
+    DiffCloth simulates the mesh as modelled and bakes the result to shape keys, which Blender
+    applies first: another active shape key would add its offset on top of the bake.
     """
     mesh = obj.data
     basis = np.empty(len(mesh.vertices) * 3)
@@ -290,13 +308,10 @@ def check_undeformed(obj, local_co, frame):
     )
     if not moved:
         return
-    culprits = [f"modifier '{m.name}'" for m in obj.modifiers if m.show_viewport or m.show_render]
-    if mesh.shape_keys is not None:
-        culprits += [
-            f"shape key '{b.name}'"
-            for b in mesh.shape_keys.key_blocks[1:]
-            if not b.name.startswith(BAKE_PREFIX) and not b.mute and b.value != 0
-        ]
+    keys = [] if mesh.shape_keys is None else mesh.shape_keys.key_blocks[1:]
+    culprits = [
+        f"shape key '{b.name}'" for b in keys if not b.name.startswith(BAKE_PREFIX) and not b.mute and b.value != 0
+    ]
     what = (
         f"its vertex count ({len(mesh.vertices)} → {len(local_co)})"
         if len(local_co) != len(mesh.vertices)
@@ -304,23 +319,41 @@ def check_undeformed(obj, local_co, frame):
     )
     raise InputError(
         f"cloth '{obj.name}': {', '.join(culprits) or 'something'} change(s) {what} at frame {frame}; "
-        "DiffCloth bakes under the modifiers, so apply or disable them first"
+        "DiffCloth's bake is shape keys, which Blender adds up: apply or mute it first"
     )
 
 
 # Blender's own simulations, which would run on top of DiffCloth's bake
 BLENDER_PHYSICS = {"CLOTH": "Cloth", "SOFT_BODY": "Soft Body"}
+# deformers that carry a mesh along another object: on a cloth they would move the bake again
+CARRIERS = {
+    "ARMATURE": "Armature",
+    "HOOK": "Hook",
+    "LATTICE": "Lattice",
+    "CURVE": "Curve",
+    "MESH_DEFORM": "Mesh Deform",
+    "SURFACE_DEFORM": "Surface Deform",
+    "MESH_CACHE": "Mesh Cache",
+}
 
 
 def check_cloth_object(obj):
-    """What can be told before evaluating anything: no Blender physics of its own, not in Edit
-    Mode, no shape key shown alone in place of the bake, not linked from a library."""
+    """What can be told before evaluating anything: no Blender physics of its own, no modifier that
+    carries it along another object, not in Edit Mode, no shape key shown alone in place of the
+    bake, not linked from a library."""
     for m in obj.modifiers:
         if m.type in BLENDER_PHYSICS and (m.show_viewport or m.show_render):
             raise InputError(
                 f"cloth '{obj.name}' also has Blender's own {BLENDER_PHYSICS[m.type]} physics "
                 f"(modifier '{m.name}'), which would simulate on top of DiffCloth's bake: remove it "
                 "(Properties › Physics)"
+            )
+    for m in obj.modifiers:
+        if m.type in CARRIERS and (m.show_viewport or m.show_render):
+            raise InputError(
+                f"cloth '{obj.name}': modifier '{m.name}' ({CARRIERS[m.type]}) would move the simulated cloth "
+                "again: DiffCloth's bake plays before every modifier, and its pins follow the cloth object "
+                "only (parent the cloth or animate it instead; apply or disable the modifier)"
             )
     if obj.mode == "EDIT":
         raise InputError(
