@@ -11,7 +11,7 @@ from conftest import REPO
 SCENES = sorted((REPO / "sample_scenes").glob("*.blend"))
 
 
-def test_all_six_scenes_are_there():
+def test_all_seven_scenes_are_there():
     assert [p.stem for p in SCENES] == [
         "artist_keyframes",
         "cape",
@@ -19,6 +19,7 @@ def test_all_six_scenes_are_there():
         "pinned_to_animated",
         "tablecloth",
         "throw_onto_sphere",
+        "windy_cape",
     ]
 
 
