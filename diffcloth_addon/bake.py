@@ -1,50 +1,115 @@
-"""Simulated frames → shape keys, one per frame, each keyed 0/1/0 around its frame, linearly."""
+"""Simulated frames → the cloth's bake, at DiffCloth's place in its modifier stack
+(reading.stack_place): shape keys, one per frame, each keyed 0/1/0 around its frame, linearly,
+where that place is before every modifier; else, after the modifiers that carry the cloth (an
+Armature, a Hook), a Mesh Cache modifier reading a PC2 file of float32 positions beside the .blend
+(as Blender's own point cache stores them), which replaces what they made of the mesh."""
 
+import os
+import struct
+
+import bpy
 import numpy as np
 
-from .reading import BAKE_PREFIX, action_fcurves
+from .reading import BAKE_PREFIX, CACHE_MODIFIER, action_fcurves, ours, stack_place
+
+
+def cache_path(obj):
+    """Where a carried cloth's bake is kept: diffcloth_cache/ beside the saved .blend (a path relative
+    to it), else Blender's temporary folder until the file is saved."""
+    name = bpy.path.clean_name(obj.name) + ".pc2"
+    if bpy.data.filepath:
+        return "//" + os.path.join("diffcloth_cache", name)
+    return os.path.join(bpy.app.tempdir, name)
 
 
 def clear_bake(obj):
-    """Remove DiffCloth's shape keys and their animation; the Basis and other keys stay."""
+    """Remove DiffCloth's bake: its shape keys and their animation (the Basis and other keys stay),
+    or its Mesh Cache modifier and file. Returns what it removed, as the artist reads it."""
+    removed = [what for what in (_remove_cache(obj), _remove_keys(obj)) if what]
+    return " and ".join(removed) or "no bake"
+
+
+def _remove_cache(obj):
+    found = [m for m in obj.modifiers if ours(m)]
+    for m in found:
+        path = bpy.path.abspath(m.filepath)
+        if os.path.isfile(path):
+            os.remove(path)
+        obj.modifiers.remove(m)
+    return "its Mesh Cache bake" if found else ""
+
+
+def _remove_keys(obj):
     keys = obj.data.shape_keys
     if keys is None:
-        return 0
-    ours = [b for b in keys.key_blocks if b.name.startswith(BAKE_PREFIX)]
+        return ""
+    mine = [b for b in keys.key_blocks if b.name.startswith(BAKE_PREFIX)]
     for fc in action_fcurves(keys.animation_data):
-        if any(f'key_blocks["{b.name}"]' in fc.data_path for b in ours):
+        if any(f'key_blocks["{b.name}"]' in fc.data_path for b in mine):
             fc.keyframe_points.clear()
-    for b in ours:
+    for b in mine:
         obj.shape_key_remove(b)
-    return len(ours)
+    return f"{len(mine)} baked shape keys" if mine else ""
 
 
 def bake(obj, positions, start, matrices):
-    """Shape keys for frames start, start+1, … from world positions (frames, n, 3), each frame put
+    """The bake of frames start, start+1, … from world positions (frames, n, 3), each frame put
     into that frame's object space (matrices: (frames, 4, 4) world matrices), so a parented or
-    animated cloth shows what was simulated. Keys are linear: subframes blend linearly.
-    All or nothing: every frame's shape is computed before the previous bake is touched."""
+    animated cloth shows what was simulated; playing linearly between frames. All or nothing:
+    every frame is computed (and a cache written) before the previous bake is touched."""
     local = []
     for frame, (world, mw) in enumerate(zip(positions, matrices), start):
         inv = np.linalg.inv(mw)
         co = world @ inv[:3, :3].T + inv[:3, 3]
         if not np.isfinite(co).all():
             raise np.linalg.LinAlgError(f"the object's transform at frame {frame} cannot be inverted")
-        local.append(co.ravel())
-    clear_bake(obj)
+        local.append(co)
+    if stack_place(obj):
+        path = cache_path(obj)
+        _write_pc2(bpy.path.abspath(path), np.array(local), start)  # replaces the last one's file
+        _remove_keys(obj)
+        _cache_modifier(obj, path, start)
+    else:
+        clear_bake(obj)
+        _shape_keys(obj, local, start)
+    obj.data.update()
+
+
+def _write_pc2(path, local, start):
+    """A PC2 point cache (float32 positions per frame and vertex), written whole then moved in."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    frames, n, _ = local.shape
+    with open(path + ".tmp", "wb") as f:
+        f.write(struct.pack("<12siiffi", b"POINTCACHE2\0", 1, n, float(start), 1.0, frames))
+        f.write(local.astype("<f4").tobytes())
+    os.replace(path + ".tmp", path)
+
+
+def _cache_modifier(obj, path, start):
+    """DiffCloth's Mesh Cache modifier, playing path from frame start, at DiffCloth's place."""
+    mod = next((m for m in obj.modifiers if ours(m)), None) or obj.modifiers.new(CACHE_MODIFIER, "MESH_CACHE")
+    mod.cache_format, mod.filepath, mod.frame_start = "PC2", path, float(start)
+    mod.play_mode, mod.time_mode, mod.deform_mode, mod.interpolation = "SCENE", "FRAME", "OVERWRITE", "LINEAR"
+    mod.forward_axis, mod.up_axis, mod.factor = "POS_Y", "POS_Z", 1.0
+    index = list(obj.modifiers).index(mod)
+    place = stack_place(obj)  # counted without ours
+    if index != place:
+        obj.modifiers.move(index, place)
+
+
+def _shape_keys(obj, local, start):
     if obj.data.shape_keys is None:
         obj.shape_key_add(name="Basis", from_mix=False)
     names = []
     for frame, co in enumerate(local, start):
         block = obj.shape_key_add(name=f"{BAKE_PREFIX}{frame:04d}", from_mix=False)
-        block.data.foreach_set("co", co)
+        block.data.foreach_set("co", co.ravel())
         for f, value in ((frame - 1, 0.0), (frame, 1.0), (frame + 1, 0.0)):
             block.value = value
             block.keyframe_insert("value", frame=f)
         names.append(f'key_blocks["{block.name}"].value')
-    ours = set(names)
+    mine = set(names)
     for fc in action_fcurves(obj.data.shape_keys.animation_data):
-        if fc.data_path in ours:
+        if fc.data_path in mine:
             for k in fc.keyframe_points:
                 k.interpolation = "LINEAR"
-    obj.data.update()

@@ -32,6 +32,7 @@ from .reading import (
     nla_message,
     not_evaluated_message,
     property_weights,
+    stack_place,
     read_cloth,
     scene_gravity,
     to_world,
@@ -87,6 +88,7 @@ class _Simulated:
     local_co: np.ndarray  # its vertices in the cloth object's space
     pins: np.ndarray
     goal: np.ndarray  # per vertex, its soft pin's weight (reading.pin_weights)
+    carried: bool  # by modifiers before DiffCloth's place (reading.stack_place): pins follow them
     render_verts: np.ndarray
     render_tris: np.ndarray
     render_polygons: np.ndarray  # the face of each triangle (Blender's polygon index)
@@ -355,6 +357,11 @@ def _read_start(cloth_obj, depsgraph, start, warnings):
             f"cloth '{name}': its optimized design was refined on the cloth itself, so the cloth is "
             "simulated without its simulation mesh (Discard Result to use the simulation mesh again)"
         )
+    elif proxy.wanted(cs) and stack_place(cloth_obj):
+        raise InputError(
+            f"cloth '{name}': a cloth carried by modifiers (Armature, Hook, …) is simulated without a "
+            "Simulation Mesh for now: clear Simulation Mesh and Proxy Vertices"
+        )
     elif proxy.wanted(cs):  # simulate a proxy; the cloth follows it
         start_mw = np.array(cloth_obj.evaluated_get(depsgraph).matrix_world)
         local_co, tris, polygons, pins, embedding = proxy.read(
@@ -371,7 +378,7 @@ def _read_start(cloth_obj, depsgraph, start, warnings):
     except ValueError as err:  # core's triangle k as the artist's face (Blender's face index)
         message = re.sub(r"\btriangle (\d+)", lambda m: f"face {faces[int(m.group(1))]}", str(err))
         raise InputError(f"cloth '{name}': {message}") from None
-    return _Simulated(cloth, verts, local_co, pins, goal, embedding=embedding, **render)
+    return _Simulated(cloth, verts, local_co, pins, goal, stack_place(cloth_obj) > 0, embedding=embedding, **render)
 
 
 def _read_frame(read, cloth_obj, targets, target_frames, f, depsgraph):
@@ -382,9 +389,10 @@ def _read_frame(read, cloth_obj, targets, target_frames, f, depsgraph):
     check_undeformed(cloth_obj, co, f)
     check_transform(cloth_obj, mw, f)
     read.matrices.append(mw)
+    held = co if sim.carried else sim.local_co  # where pins and goals are: the modifiers' result, or the mesh
     if len(sim.pins):
-        read.pin_path.append(to_world(sim.local_co[sim.pins], mw))
-    read.goal_path.append(to_world(sim.local_co[sim.goal > 0], mw))
+        read.pin_path.append(to_world(held[sim.pins], mw))
+    read.goal_path.append(to_world(held[sim.goal > 0], mw))
     if sim.embedding is not None:
         read.render_pin_path.append(to_world(sim.render_pins_local, mw))
         read.render_goal_path.append(to_world(sim.render_goal_local, mw))

@@ -9,7 +9,7 @@ from bpy.props import StringProperty
 from .. import core as dc
 from . import bake, convert, proxy, reach, runner
 from .errors import InputError
-from .reading import ModifiersOff, find_cloth, frame_range, not_ready
+from .reading import ModifiersOff, find_cloth, frame_range, not_ready, stack_place
 from .results import (
     RESULT_KEY,
     apply_stored_result,
@@ -104,10 +104,18 @@ def reason_text(reason):
 
 
 def summary(setup, result):
+    cloth = bpy.data.objects.get(setup.cloth_name)
+    temporary = (
+        " (its Mesh Cache is in Blender's temporary folder: save the .blend and bake again to keep it)"
+        if cloth is not None and stack_place(cloth) and not bpy.data.filepath
+        else ""
+    )
     if setup.kind == "simulate":
         cost = getattr(result, "self_collision_s", 0.0)
-        return f"Simulated and baked {len(result.x)} frames of '{setup.cloth_name}'" + (
-            f" (Self Collisions: {cost:.1f} s of the run)" if cost else ""
+        return (
+            f"Simulated and baked {len(result.x)} frames of '{setup.cloth_name}'"
+            + (f" (Self Collisions: {cost:.1f} s of the run)" if cost else "")
+            + temporary
         )
     carried = getattr(result, "carried_distances", None)  # Refine's start, on the cloth itself
     keys = "; ".join(
@@ -119,7 +127,7 @@ def summary(setup, result):
     return (
         f"'{setup.cloth_name}': loss {result.initial_loss:.4g} → {result.loss:.4g} "
         f"({result.normalized_loss:.2e} of the start) in {len(result.history)} iterations, {reason_text(result.reason)}; "
-        f"mean distance {keys}; control {result.scene.max_control_acceleration() / G:.2f} g at most"
+        f"mean distance {keys}; control {result.scene.max_control_acceleration() / G:.2f} g at most{temporary}"
     )
 
 
@@ -322,7 +330,7 @@ class _OnCloth(_ClothName, bpy.types.Operator):
 
 
 class DIFFCLOTH_OT_clear_bake(_OnCloth):
-    """Remove DiffCloth's baked shape keys from the cloth (the Basis and other keys stay)"""
+    """Remove DiffCloth's bake from the cloth: its shape keys (the Basis and other keys stay), or its Mesh Cache"""
 
     bl_idname = "diffcloth.clear_bake"
     bl_label = "Clear Bake"
@@ -330,7 +338,7 @@ class DIFFCLOTH_OT_clear_bake(_OnCloth):
     def run(self, context, obj):
         removed = bake.clear_bake(obj)
         forget_motion(obj)
-        self.report({"INFO"}, f"Removed {removed} baked shape keys from '{obj.name}'")
+        self.report({"INFO"}, f"Removed {removed} from '{obj.name}'")
         return {"FINISHED"}
 
 
@@ -442,7 +450,7 @@ class DIFFCLOTH_OT_new_target(_OnCloth):
             if bpy.ops.diffcloth.simulate(cloth=cloth.name, converged=True) != {"FINISHED"}:
                 return {"CANCELLED"}  # the simulation named why
             context.scene.frame_set(frame)
-        with ModifiersOff(cloth):  # the cloth's own vertices as baked, before its modifiers
+        with ModifiersOff(cloth, keep_bake=True):  # the cloth's own vertices as baked, before the modifiers after it
             context.view_layer.update()
             mesh = bpy.data.meshes.new_from_object(cloth.evaluated_get(context.evaluated_depsgraph_get()))
         mesh.name = f"{cloth.name}_target_f{frame:04d}"

@@ -117,14 +117,34 @@ class OwnKeysMuted:
             b.mute = mute
 
 
-class ModifiersOff:
-    """The cloth as DiffCloth's input: its modifiers off in the viewport while it is read, restored
-    after. DiffCloth's place in the stack is before every modifier (its bake, shape keys, is what
-    Blender's modifiers then work on: a Subdivision, a Solidify, a Corrective Smooth apply to the
-    simulated cloth)."""
+CACHE_MODIFIER = "DiffCloth"  # the Mesh Cache modifier that plays a carried cloth's bake (bake.py)
 
-    def __init__(self, obj):
-        self.modifiers = list(obj.modifiers)
+
+def ours(m):
+    """Whether modifier m is DiffCloth's own bake (a Mesh Cache named CACHE_MODIFIER)."""
+    return m.type == "MESH_CACHE" and m.name == CACHE_MODIFIER
+
+
+def stack_place(obj):
+    """DiffCloth's place in obj's modifier stack: right after the last enabled modifier that
+    carries the cloth along another object (CARRIERS: an Armature, a Hook, …), which are its input,
+    so that its pins follow them; 0 (before every modifier) without one. Modifiers at and after
+    the place work on the simulated cloth."""
+    place = 0
+    for i, m in enumerate(m for m in obj.modifiers if not ours(m)):
+        if m.type in CARRIERS and (m.show_viewport or m.show_render):
+            place = i + 1
+    return place
+
+
+class ModifiersOff:
+    """The cloth as DiffCloth's input: its modifiers from DiffCloth's place on (stack_place),
+    and DiffCloth's own bake, off in the viewport while it is read, restored after; keep_bake:
+    leave the bake on (the cloth as simulated, before the modifiers that work on it)."""
+
+    def __init__(self, obj, keep_bake=False):
+        others = [m for m in obj.modifiers if not ours(m)]
+        self.modifiers = others[stack_place(obj) :] + [m for m in obj.modifiers if ours(m) and not keep_bake]
 
     def __enter__(self):
         self.shown = [m.show_viewport for m in self.modifiers]
@@ -298,9 +318,17 @@ def check_undeformed(obj, local_co, frame):
     with its modifiers off, ModifiersOff).
 
     DiffCloth simulates the mesh as modelled and bakes the result to shape keys, which Blender
-    applies first: another active shape key would add its offset on top of the bake.
+    applies first: another active shape key would add its offset on top of the bake. A cloth
+    carried by modifiers (stack_place) is their result, which may move, but not gain vertices.
     """
     mesh = obj.data
+    if stack_place(obj) and len(local_co) != len(mesh.vertices):
+        raise InputError(
+            f"cloth '{obj.name}': the modifiers before DiffCloth's place change its vertex count "
+            f"({len(mesh.vertices)} → {len(local_co)}) at frame {frame}; move them after the last Armature or Hook"
+        )
+    if stack_place(obj):
+        return
     basis = np.empty(len(mesh.vertices) * 3)
     mesh.vertices.foreach_get("co", basis)
     moved = len(local_co) != len(mesh.vertices) or not np.allclose(
@@ -325,7 +353,7 @@ def check_undeformed(obj, local_co, frame):
 
 # Blender's own simulations, which would run on top of DiffCloth's bake
 BLENDER_PHYSICS = {"CLOTH": "Cloth", "SOFT_BODY": "Soft Body"}
-# deformers that carry a mesh along another object: on a cloth they would move the bake again
+# deformers that carry a mesh along another object: on a cloth, its input (stack_place)
 CARRIERS = {
     "ARMATURE": "Armature",
     "HOOK": "Hook",
@@ -338,22 +366,14 @@ CARRIERS = {
 
 
 def check_cloth_object(obj):
-    """What can be told before evaluating anything: no Blender physics of its own, no modifier that
-    carries it along another object, not in Edit Mode, no shape key shown alone in place of the
-    bake, not linked from a library."""
+    """What can be told before evaluating anything: no Blender physics of its own, not in Edit
+    Mode, no shape key shown alone in place of the bake, not linked from a library."""
     for m in obj.modifiers:
         if m.type in BLENDER_PHYSICS and (m.show_viewport or m.show_render):
             raise InputError(
                 f"cloth '{obj.name}' also has Blender's own {BLENDER_PHYSICS[m.type]} physics "
                 f"(modifier '{m.name}'), which would simulate on top of DiffCloth's bake: remove it "
                 "(Properties › Physics)"
-            )
-    for m in obj.modifiers:
-        if m.type in CARRIERS and (m.show_viewport or m.show_render):
-            raise InputError(
-                f"cloth '{obj.name}': modifier '{m.name}' ({CARRIERS[m.type]}) would move the simulated cloth "
-                "again: DiffCloth's bake plays before every modifier, and its pins follow the cloth object "
-                "only (parent the cloth or animate it instead; apply or disable the modifier)"
             )
     if obj.mode == "EDIT":
         raise InputError(

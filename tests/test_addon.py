@@ -594,7 +594,6 @@ def test_save_and_reopen_keeps_settings_and_bake(posed, blank, tmp_path):
         ("pin group", "has no vertex group 'nope'"),
         ("too stiff", "cloth 'Cloth': Tension Stiffness 1e+09 N/m is too stiff for this cloth's"),
         ("nothing to optimize", "nothing to optimize"),
-        ("armature", "cloth 'Cloth': modifier 'Armature' (Armature) would move the simulated cloth again"),
         ("target of a non-cloth", "target 'Target' poses 'Other', which is not marked as Cloth"),
         ("key spacing", "Force Key Spacing: keys every 0.01 s give"),
     ],
@@ -640,8 +639,6 @@ def test_bad_input_reports_and_leaves_scene_untouched(blank, problem, message):
         scene.diffcloth.opt_tension = False
     elif problem == "key spacing":
         scene.diffcloth.opt_forces, scene.diffcloth.force_key_spacing = True, 0.01
-    elif problem == "armature":
-        cloth.modifiers.new("Armature", "ARMATURE")
     elif problem == "target of a non-cloth":
         bpy.ops.mesh.primitive_plane_add()
         bpy.context.active_object.name = "Other"

@@ -290,18 +290,6 @@ def test_shape_key_animated_after_the_start_is_refused(blank):
     refused(blank, bpy.ops.diffcloth.simulate, "shape key 'Sag' change(s) its shape at frame 9")
 
 
-@pytest.mark.parametrize("kind", ["ARMATURE", "HOOK", "LATTICE"])
-def test_a_modifier_that_would_carry_the_bake_again_is_refused(blank, kind):
-    """DiffCloth's bake plays before every modifier: one that carries the cloth along another
-    object would move the simulated cloth again, so it is refused by name."""
-    short_range(blank, 1, 6)
-    cloth = grid_cloth()
-    cloth.modifiers.new("Carrier", kind)
-    refused(blank, bpy.ops.diffcloth.simulate, "cloth 'Cloth': modifier 'Carrier' (")
-    cloth.modifiers["Carrier"].show_viewport = cloth.modifiers["Carrier"].show_render = False
-    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
-
-
 def animate_location(obj):
     obj.keyframe_insert("location", frame=1)
     obj.location = (0.3, 0.0, 0.2)

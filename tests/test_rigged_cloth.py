@@ -1,0 +1,104 @@
+"""A cloth carried by modifiers (an Armature, a Hook): DiffCloth's place in the stack is after
+them, its pins follow what they make of the mesh at every frame, its bake is a Mesh Cache modifier
+there (a PC2 file beside the .blend) and the modifiers after it work on the simulated cloth."""
+
+import os
+
+import numpy as np
+import pytest
+
+bpy = pytest.importorskip("bpy")
+
+from test_addon import evaluated, grid_cloth  # noqa: E402
+
+
+def rigged(blank, lift=(0.1, 0.0, 0.15)):
+    """A Cotton grid whose top row (its pins) is bound to a bone moved by `lift` over frames 1–9,
+    an Armature modifier before a Subdivision."""
+    scene = blank.scene
+    scene.frame_start, scene.frame_end = 1, 9
+    cloth = grid_cloth(n=7, size=0.4, fabric=True)
+    top = [int(i) for i in np.flatnonzero(np.isclose([v.co.y for v in cloth.data.vertices], 0.2))]
+    cloth.vertex_groups["pin"].add(top, 1.0, "REPLACE")  # the whole top row pinned ...
+    cloth.vertex_groups.new(name="Bone").add(top, 1.0, "REPLACE")  # ... and bound to the bone
+    armature = bpy.data.armatures.new("Rig")
+    rig = bpy.data.objects.new("Rig", armature)
+    blank.collection.objects.link(rig)
+    blank.view_layer.objects.active = rig
+    bpy.ops.object.mode_set(mode="EDIT")
+    bone = armature.edit_bones.new("Bone")
+    bone.head, bone.tail = (0.0, 0.2, 0.0), (0.0, 0.2, 0.1)
+    bpy.ops.object.mode_set(mode="OBJECT")
+    pose = rig.pose.bones["Bone"]
+    for frame, offset in ((1, (0.0, 0.0, 0.0)), (9, lift)):
+        pose.location = offset  # the bone's own axes: y along it (world z), x world x
+        pose.keyframe_insert("location", frame=frame)
+    mod = cloth.modifiers.new("Armature", "ARMATURE")
+    mod.object = rig
+    cloth.modifiers.new("Subdivision", "SUBSURF").levels = 1
+    blank.view_layer.objects.active = cloth
+    scene.frame_set(1)
+    return cloth, rig, np.array(top)
+
+
+def rig_positions(blank, cloth, frame):
+    """What the Armature alone makes of the cloth's vertices at frame (world)."""
+    blank.scene.frame_set(frame)
+    shown = {m.name: m.show_viewport for m in cloth.modifiers}
+    for m in cloth.modifiers:
+        m.show_viewport = m.name == "Armature"
+    x = evaluated(cloth)
+    for m in cloth.modifiers:
+        m.show_viewport = shown[m.name]
+    return x
+
+
+def test_pins_follow_the_rig_and_the_bake_plays_after_it(blank, tmp_path):
+    bpy.ops.wm.save_as_mainfile(filepath=str(tmp_path / "shot.blend"))
+    cloth, rig, top = rigged(blank)
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    names = [m.name for m in cloth.modifiers]
+    assert names == ["Armature", "DiffCloth", "Subdivision"] and cloth.data.shape_keys is None
+    cache = bpy.path.abspath(cloth.modifiers["DiffCloth"].filepath)
+    assert cache == str(tmp_path / "diffcloth_cache" / "Cloth.pc2") and os.path.getsize(cache) == 32 + 9 * 49 * 12
+    for frame in range(1, 10):
+        rigged_pins = rig_positions(blank, cloth, frame)[top]
+        blank.scene.frame_set(frame)
+        cloth.modifiers["Subdivision"].show_viewport = False
+        baked = evaluated(cloth)
+        cloth.modifiers["Subdivision"].show_viewport = True
+        assert np.abs(baked[top] - rigged_pins).max() < 1e-3, frame  # pins within 1 mm of the rig
+    assert np.abs(rigged_pins - rig_positions(blank, cloth, 1)[top]).max() > 0.1  # the rig moved them
+    blank.scene.frame_set(9)
+    assert len(evaluated(cloth)) > len(cloth.data.vertices)  # the Subdivision works on the bake
+    assert bpy.ops.diffcloth.new_target() == {"FINISHED"}  # the cloth's own vertices, as baked
+    target = next(o for o in blank.scene.objects if o.diffcloth.role == "TARGET")
+    assert len(target.data.vertices) == len(cloth.data.vertices)
+    assert bpy.ops.diffcloth.clear_bake() == {"FINISHED"}
+    assert not os.path.exists(cache) and [m.name for m in cloth.modifiers] == ["Armature", "Subdivision"]
+
+
+def test_a_hook_carries_the_pins_and_a_proxy_is_refused(blank):
+    """A Hook is a carrier too; a Simulation Mesh under a carried cloth is not simulated yet, and
+    says so by name, the scene untouched."""
+    from test_careless_input import refused
+
+    scene = blank.scene
+    scene.frame_start, scene.frame_end = 1, 6
+    cloth = grid_cloth(n=6, size=0.4, fabric=True)
+    pins = [v.index for v in cloth.data.vertices if v.groups]
+    handle = bpy.data.objects.new("Handle", None)
+    blank.collection.objects.link(handle)
+    for frame, z in ((1, 0.0), (6, 0.1)):
+        handle.location = (0.0, 0.0, z)
+        handle.keyframe_insert("location", frame=frame)
+    hook = cloth.modifiers.new("Hook", "HOOK")
+    hook.object = handle
+    hook.vertex_indices_set(pins)
+    scene.frame_set(1)
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    scene.frame_set(6)
+    assert np.abs(evaluated(cloth)[pins, 2] - 0.1).max() < 1e-3
+    bpy.ops.diffcloth.clear_bake()
+    cloth.diffcloth.proxy_vertices = 20
+    refused(blank, bpy.ops.diffcloth.simulate, "cloth 'Cloth': a cloth carried by modifiers (Armature, Hook, …)")
