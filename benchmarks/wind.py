@@ -24,8 +24,9 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from dev_extension import load_extension  # noqa: E402
 
 load_extension()
+from blender_cloth import add_cloth_modifier, step_seconds, triangulated_grid  # noqa: E402
+
 import diffcloth.core as dc  # noqa: E402
-from blender_cloth import add_cloth_modifier, triangulated_grid  # noqa: E402
 
 FPS, FRAMES = 24, 48
 K_TENSION, K_BENDING, MASS = 20.0, 0.1, 0.5
@@ -45,10 +46,7 @@ def blender(side, strength):
     if strength:
         bpy.ops.object.effector_add(type="WIND", rotation=(-math.pi / 2, 0.0, 0.0))  # Z along +Y
         bpy.context.active_object.field.strength = strength
-    t0 = time.perf_counter()
-    for f in range(1, FRAMES + 2):
-        scene.frame_set(f)
-    seconds = time.perf_counter() - t0
+    seconds = step_seconds(cloth, FRAMES)
     ev = cloth.evaluated_get(bpy.context.evaluated_depsgraph_get())
     mesh = ev.to_mesh()
     x = np.array([ev.matrix_world @ v.co for v in mesh.vertices])
@@ -59,7 +57,9 @@ def blender(side, strength):
 def diffcloth(side, strength, solver):
     verts, tris = dc.grid(side, side, size=1.0)
     top = np.flatnonzero(np.isclose(verts[:, 1], 0.5))
-    cloth = dc.Cloth(verts, tris, mass=MASS, k_tension=K_TENSION, k_bending=K_BENDING, bending="springs", pinned=[top[0], top[-1]])
+    cloth = dc.Cloth(
+        verts, tris, mass=MASS, k_tension=K_TENSION, k_bending=K_BENDING, bending="springs", pinned=[top[0], top[-1]]
+    )
     wind = np.array([0.0, strength * math.sqrt(1000.0) / FPS, 0.0]) if strength else None
     scene = dc.Scene(cloth, steps=FRAMES, dt=1 / FPS, solver=solver, wind=wind)
     t0 = time.perf_counter()

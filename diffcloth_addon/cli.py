@@ -189,7 +189,10 @@ def optimize(args):
                         "fabric_stretch": r.fabric,
                         "closest_mean_mm": r.closest[0] * 1e3,
                         "closest_largest_mm": r.closest[1] * 1e3,
-                        "inside": {setup.collider_names[c]: dict(vertices=n, deepest_mm=d * 1e3) for c, (n, d) in r.inside.items()},
+                        "inside": {
+                            setup.collider_names[c]: dict(vertices=n, deepest_mm=d * 1e3)
+                            for c, (n, d) in r.inside.items()
+                        },
                     }
                     for f, r in far.items()
                 },

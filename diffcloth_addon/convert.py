@@ -32,9 +32,9 @@ from .reading import (
     nla_message,
     not_evaluated_message,
     property_weights,
-    stack_place,
     read_cloth,
     scene_gravity,
+    stack_place,
     to_world,
     uneven_sphere,
 )
@@ -306,7 +306,9 @@ def _read(context, cloth_obj, targets, target_frames, start, end):
                 depsgraph = context.evaluated_depsgraph_get()
                 _read_frame(read, cloth_obj, targets, target_frames, f, depsgraph)
                 if winds:
-                    read.wind.append(fields.wind_at(winds, depsgraph, scene.render.fps))  # as Blender: fps, not fps_base
+                    read.wind.append(
+                        fields.wind_at(winds, depsgraph, scene.render.fps)
+                    )  # as Blender: fps, not fps_base
     finally:
         scene.frame_set(original_frame)
     return read

@@ -22,7 +22,9 @@ def wind_fields(scene):
         if field is None or field.type == "NONE":
             continue
         if field.type != "WIND":
-            warnings.append(f"force field '{o.name}' ({field.type.title()}) is ignored: DiffCloth simulates Wind fields only")
+            warnings.append(
+                f"force field '{o.name}' ({field.type.title()}) is ignored: DiffCloth simulates Wind fields only"
+            )
             continue
         winds.append(o)
         unfollowed = [

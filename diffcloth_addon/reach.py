@@ -36,7 +36,8 @@ def message(setup, frame, r):
             f"'{setup.collider_names[c]}', where the cloth cannot go"
         )
     return (
-        f"target '{target_of(setup, frame)}' at frame {frame} " + "; it ".join(parts)
+        f"target '{target_of(setup, frame)}' at frame {frame} "
+        + "; it ".join(parts)
         + f"; the target's '{ATTRIBUTE}' colours show where"
     )
 

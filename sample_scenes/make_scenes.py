@@ -223,19 +223,24 @@ def tablecloth():
     return "optimize a breeze (wind) that lands the tablecloth where the key has it", 30.0
 
 
-@scene
-def cape():
-    reset(frames=24, fps=24)
+def cape_on_body(n):
+    """A 0.5 m Cotton cape of n×n vertices hanging at the back of a body whose shoulders lean back
+    8 cm and return (frames 1, 13, 25; Collision physics), and its vertices in the world."""
     rings, radius, height = 30, 0.15, 0.9
-    # the shoulders lean back 8 cm and return
     body = swaying_body(
         [(radius, height * i / rings) for i in range(rings + 1)], 32, lambda z: -0.08 * z / height, (1, 13, 25)
     )
     collision(body, friction=20.0, thickness=0.01)
-    cloth = fabric_grid(12, 0.5, location=(0.0, -0.17, -0.35), name="Cape")
+    cloth = fabric_grid(n, 0.5, location=(0.0, -0.17, -0.35), name="Cape")
     cloth.rotation_euler = (math.pi / 2, 0.0, 0.0)
     bpy.context.view_layer.update()
-    co = np.array([cloth.matrix_world @ v.co for v in cloth.data.vertices])
+    return cloth, np.array([cloth.matrix_world @ v.co for v in cloth.data.vertices])
+
+
+@scene
+def cape():
+    reset(frames=24, fps=24)
+    cloth, co = cape_on_body(12)
     cloth.vertex_groups.new(name="Shoulders").add(
         [int(i) for i in np.flatnonzero(co[:, 2] > co[:, 2].max() - 1e-6)], 1.0, "REPLACE"
     )
@@ -251,15 +256,7 @@ def cape():
 @scene
 def windy_cape():
     reset(frames=24, fps=24)
-    rings, radius, height = 30, 0.15, 0.9
-    body = swaying_body(
-        [(radius, height * i / rings) for i in range(rings + 1)], 32, lambda z: -0.08 * z / height, (1, 13, 25)
-    )
-    collision(body, friction=20.0, thickness=0.01)
-    cloth = fabric_grid(14, 0.5, location=(0.0, -0.17, -0.35), name="Cape")
-    cloth.rotation_euler = (math.pi / 2, 0.0, 0.0)
-    bpy.context.view_layer.update()
-    co = np.array([cloth.matrix_world @ v.co for v in cloth.data.vertices])
+    cloth, co = cape_on_body(14)
     top = np.flatnonzero(co[:, 2] > co[:, 2].max() - 1e-6)
     held = top[np.argsort(co[top, 0])][[0, len(top) // 2, -1]]
     shoulders = cloth.vertex_groups.new(name="Shoulders")

@@ -198,9 +198,7 @@ def test_empty_pin_group(blank):
     cloth = grid_cloth(pins=False)
     cloth.vertex_groups.new(name="pins")
     cloth.diffcloth.pin_group = "pins"
-    refused(
-        blank, bpy.ops.diffcloth.simulate, "pin group 'pins' of cloth 'Cloth' has no vertex with a weight: assign"
-    )
+    refused(blank, bpy.ops.diffcloth.simulate, "pin group 'pins' of cloth 'Cloth' has no vertex with a weight: assign")
 
 
 def test_nan_vertex_is_named(blank):

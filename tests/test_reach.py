@@ -80,7 +80,9 @@ def test_a_key_inside_a_collider_is_out_of_reach_and_located(hanging):
     key = x[20]
     low = key[:, 2] < np.percentile(key[:, 2], 20)
     centre = key[low].mean(axis=0)
-    scene = dc.Scene(dc.Cloth(x[0], tris), steps=20, colliders=[dc.Plane((0, 0, -5.0), (0, 0, 1)), dc.Sphere(centre, 0.08)])
+    scene = dc.Scene(
+        dc.Cloth(x[0], tris), steps=20, colliders=[dc.Plane((0, 0, -5.0), (0, 0, 1)), dc.Sphere(centre, 0.08)]
+    )
     r = dc.key_reach(tris, x, {20: key}, scene=scene)[20]
     inside = np.linalg.norm(key - centre, axis=1) < 0.08 - 0.005
     assert not r.reachable and set(r.inside) == {1} and r.inside[1][0] == int(inside.sum()) > 0

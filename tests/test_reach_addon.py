@@ -17,25 +17,31 @@ def set_co(obj, co):
     obj.data.update()
 
 
-def test_a_lifted_key_is_told_and_shown_on_its_target(blank):
+def keyed(blank, end, n, iterations):
+    """A Cotton grid of n×n simulated over frames 1..end, a target copied at the end, the bake
+    cleared: the cloth, its target and the target's vertices."""
     scene = blank.scene
-    scene.frame_start, scene.frame_end = 1, 11
-    cloth = grid_cloth(n=9, size=0.4, fabric=True)
-    scene.diffcloth.max_iterations = 2
+    scene.frame_start, scene.frame_end = 1, end
+    cloth = grid_cloth(n=n, size=0.4, fabric=True)
+    scene.diffcloth.max_iterations = iterations
     assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
-    scene.frame_set(11)
+    scene.frame_set(end)
     assert bpy.ops.diffcloth.new_target() == {"FINISHED"}
     target = next(o for o in scene.objects if o.diffcloth.role == "TARGET")
     bpy.ops.diffcloth.clear_bake()
     scene.frame_set(1)
-    posed = np.array([v.co for v in target.data.vertices])
+    return cloth, target, np.array([v.co for v in target.data.vertices])
+
+
+def test_a_lifted_key_is_told_and_shown_on_its_target(blank):
+    cloth, target, posed = keyed(blank, 11, 9, 2)
+    state = blank.window_manager.diffcloth
     centre = int(np.argmin(np.linalg.norm(posed - posed.mean(axis=0), axis=1)))
     near = np.linalg.norm(posed - posed[centre], axis=1)
     lift = np.exp(-(near**2) / (2 * 0.05**2))  # proportional editing's bump, 10 cm high
     set_co(target, posed + lift[:, None] * [0.0, 0.0, 0.1])
 
     assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
-    state = blank.window_manager.diffcloth
     assert "frame 11 out of the cloth's reach" in state.status
     demand, p95, fabric, mean, largest, inside, _ = cloth["diffcloth_result"]["unreachable"]["11"]
     assert demand > fabric > 0 and p95 < demand and 0 < mean < largest and inside == 0
@@ -56,21 +62,11 @@ def test_a_lifted_key_is_told_and_shown_on_its_target(blank):
 
 
 def test_a_key_inside_a_collider_is_told_by_name(blank):
-    scene = blank.scene
-    scene.frame_start, scene.frame_end = 1, 8
     bpy.ops.mesh.primitive_plane_add(size=2.0, location=(0, 0, -0.3))
     floor = bpy.context.active_object
     floor.name = "Floor"
     floor.diffcloth.role = "PLANE"
-    cloth = grid_cloth(n=7, size=0.4, fabric=True)
-    scene.diffcloth.max_iterations = 1
-    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
-    scene.frame_set(8)
-    assert bpy.ops.diffcloth.new_target() == {"FINISHED"}
-    target = next(o for o in scene.objects if o.diffcloth.role == "TARGET")
-    bpy.ops.diffcloth.clear_bake()
-    scene.frame_set(1)
-    posed = np.array([v.co for v in target.data.vertices])
+    cloth, target, posed = keyed(blank, 8, 7, 1)
     world_z = np.array([(target.matrix_world @ v.co).z for v in target.data.vertices])
     drop = world_z.min() + 0.3 + 0.05  # moved down as a whole, its lowest point 5 cm through the floor
     set_co(target, posed - [0.0, 0.0, drop])

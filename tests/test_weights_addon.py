@@ -37,7 +37,9 @@ def test_a_structural_group_raises_the_stretch_toward_max_tension(blank):
     hem = row < 2
     ends = hem[weighted.tension_edges].sum(axis=1)  # 0, 1 or 2 ends in the hem: ×1, ×5.5, ×10
     assert np.allclose(weighted.k_tension / plain.k_tension, np.choose(ends, [1.0, 5.5, 10.0]))
-    assert np.allclose(weighted.k_shear / plain.k_shear, np.choose(hem[weighted.shear_edges].sum(axis=1), [1.0, 5.5, 10.0]))
+    assert np.allclose(
+        weighted.k_shear / plain.k_shear, np.choose(hem[weighted.shear_edges].sum(axis=1), [1.0, 5.5, 10.0])
+    )
     bend = hem[weighted.hinges[:, :2]].sum(axis=1)
     assert np.allclose(weighted.k_bending / plain.k_bending, np.choose(bend, [1.0, 50.5, 100.0]))
     # and Blender's bake shows it: the hem hangs stiffer, the rest as before
@@ -66,7 +68,9 @@ def test_bad_property_weights_are_named_and_change_nothing(blank):
     assert setup.warnings == [
         "cloth 'Cloth': Max Tension 45 is below its Stretch Stiffness 90: Structural Group 'hem' changes nothing there"
     ]
-    assert np.array_equal(setup.scene.cloth.k_tension, convert().gather(blank, need_targets=False).scene.cloth.k_tension)
+    assert np.array_equal(
+        setup.scene.cloth.k_tension, convert().gather(blank, need_targets=False).scene.cloth.k_tension
+    )
 
 
 def test_a_proxy_takes_the_weights_of_the_cloth_vertices_nearest_it(blank):
@@ -102,6 +106,8 @@ def test_apply_scales_the_max_values_with_the_optimized_stiffness(blank):
     assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
     stored = np.array(cloth["diffcloth_result"]["k_tension"])
     assert bpy.ops.diffcloth.apply_result() == {"FINISHED"}
-    assert s.stretch == pytest.approx(90.0, rel=2e-2) and s.tension_max / s.stretch == pytest.approx(5.0, rel=1e-6)  # float32 settings
+    assert s.stretch == pytest.approx(90.0, rel=2e-2) and s.tension_max / s.stretch == pytest.approx(
+        5.0, rel=1e-6
+    )  # float32 settings
     applied = convert().gather(blank, need_targets=False).scene.cloth  # the settings alone, now
     assert np.allclose(applied.k_tension, stored, rtol=1e-6)

@@ -59,8 +59,15 @@ def test_gradients_through_wind_match_central_differences(kind):
         base = getattr(scene, name)
         d = np.zeros_like(base)
         d[index] = 1e-6
-        fd = (loss(dc.simulate(scene.replace(**{name: base + d}))) - loss(dc.simulate(scene.replace(**{name: base - d})))) / 2e-6
-        assert abs(getattr(grad, name)[index] - fd) <= 1e-4 * abs(fd) + 1e-9, (name, index, getattr(grad, name)[index], fd)
+        fd = (
+            loss(dc.simulate(scene.replace(**{name: base + d}))) - loss(dc.simulate(scene.replace(**{name: base - d})))
+        ) / 2e-6
+        assert abs(getattr(grad, name)[index] - fd) <= 1e-4 * abs(fd) + 1e-9, (
+            name,
+            index,
+            getattr(grad, name)[index],
+            fd,
+        )
 
 
 @pytest.mark.parametrize("solver", ["newton", "linearized"])

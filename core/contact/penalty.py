@@ -180,7 +180,9 @@ class StepLag:
     @staticmethod
     def contacts(scene):
         """Whether a scene's contacts lag (meshes, friction, self-contact)."""
-        return scene.self_distance > 0 or any(col.friction > 0 or isinstance(col, MeshCollider) for col in scene.colliders)
+        return scene.self_distance > 0 or any(
+            col.friction > 0 or isinstance(col, MeshCollider) for col in scene.colliders
+        )
 
 
 def project_out(potential, lag, y, s):

@@ -159,7 +159,9 @@ class Cloth:
             k_tension=scaled(self.k_tension, tension, self.tension_edges),
             k_compression=own,
             k_shear=scaled(self.k_shear, shear, self.shear_edges),
-            k_bending=scaled(self.k_bending, bending, self.hinges[:, :2] if self.bending == "hinge" else self.bending_edges),
+            k_bending=scaled(
+                self.k_bending, bending, self.hinges[:, :2] if self.bending == "hinge" else self.bending_edges
+            ),
             fabric=self.fabric,
         )
 
