@@ -35,6 +35,11 @@ def _stiffness(name, description):
     return FloatProperty(name=name, description=description, default=90.0, min=1e-3, soft_max=1e5)
 
 
+def _group(name, raises):
+    """A Property Weights vertex group: its weights raise a stiffness toward its Max."""
+    return StringProperty(name=name, description=f"Vertex group whose weights raise {raises}")
+
+
 def _use(what):
     """The tick that gives `what` a stiffness of its own."""
     return BoolProperty(
@@ -160,25 +165,20 @@ class DiffClothObjectSettings(bpy.types.PropertyGroup):
     )
     # Property Weights, as Blender's: a vertex group raises a stiffness from its setting (weight 0)
     # to its Max (weight 1), each spring by the mean of its two ends' weights
-    structural_group: StringProperty(
-        name="Structural Group",
-        description="Vertex group whose weights raise the Stretch (Tension) and Compression Stiffness "
-        "toward Max Tension and Max Compression",
+    structural_group: _group(
+        "Structural Group", "the Stretch (Tension) and Compression Stiffness toward Max Tension and Max Compression"
     )
     tension_max: _stiffness("Max Tension", "Stretch (Tension) Stiffness at weight 1 of the Structural Group (N/m)")
     compression_max: _stiffness(
         "Max Compression", "Compression Stiffness at weight 1 of the Structural Group (N/m), where ticked"
     )
-    shear_group: StringProperty(
-        name="Shear Group",
-        description="Vertex group whose weights raise the Shear Stiffness toward Max Shearing (where Shear "
-        "Stiffness is ticked; unticked, shear follows the Structural Group)",
+    shear_group: _group(
+        "Shear Group",
+        "the Shear Stiffness toward Max Shearing (where Shear Stiffness is ticked; unticked, shear follows "
+        "the Structural Group)",
     )
     shear_max: _stiffness("Max Shearing", "Shear Stiffness at weight 1 of the Shear Group (N/m)")
-    bending_group: StringProperty(
-        name="Bending Group",
-        description="Vertex group whose weights raise the Bending Stiffness toward Max Bending",
-    )
+    bending_group: _group("Bending Group", "the Bending Stiffness toward Max Bending")
     bending_max: FloatProperty(
         name="Max Bending",
         description="Bending Stiffness at weight 1 of the Bending Group (N·m)",
