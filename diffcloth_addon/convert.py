@@ -39,7 +39,7 @@ from .reading import (
     uneven_sphere,
 )
 from .results import refined
-from .settings import WEIGHTED, build_cloth, build_scene, property_factors, self_distance
+from .settings import GROUPS, build_cloth, build_scene, property_factors, self_distance
 
 # how far a target may pose a pinned vertex from its pin (m) before the artist is warned
 PIN_SLACK = 1e-3
@@ -339,9 +339,8 @@ def _read_start(cloth_obj, depsgraph, start, warnings):
     simulated is no cloth."""
     cs, name = cloth_obj.diffcloth, cloth_obj.name
     verts, tris, faces, local_co, pins, goal = read_cloth(cloth_obj, cs, depsgraph, start)
-    groups = {group for group, _ in WEIGHTED.values()}
-    weights = property_weights(cloth_obj, cs, sorted(groups), depsgraph)
-    factors, more = property_factors(cs, name, weights)
+    weights = property_weights(cloth_obj, cs, GROUPS, depsgraph)
+    factors, more = property_factors(cs, name, weights, len(local_co))
     warnings += more
     render = dict(
         render_verts=verts,

@@ -179,6 +179,25 @@ class DiffClothObjectSettings(bpy.types.PropertyGroup):
     )
     shear_max: _stiffness("Max Shearing", "Shear Stiffness at weight 1 of the Shear Group (N/m)")
     bending_group: _group("Bending Group", "the Bending Stiffness toward Max Bending")
+    shrink_group: StringProperty(
+        name="Shrinking Group",
+        description="Vertex group whose weights shrink the cloth from its Shrinking Factor toward Max Shrinking",
+    )
+    shrink_min: FloatProperty(
+        name="Shrinking Factor",
+        description="How much the cloth's springs shrink (0.1: their rest lengths 10% shorter; negative: "
+        "they grow), as Blender's Shape › Shrinking Factor",
+        default=0.0,
+        max=0.99,
+        soft_min=-1.0,
+    )
+    shrink_max: FloatProperty(
+        name="Max Shrinking",
+        description="The shrinking at weight 1 of the Shrinking Group (at least the Shrinking Factor)",
+        default=0.0,
+        max=0.99,
+        soft_min=-1.0,
+    )
     bending_max: FloatProperty(
         name="Max Bending",
         description="Bending Stiffness at weight 1 of the Bending Group (N·m)",

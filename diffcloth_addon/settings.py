@@ -32,7 +32,10 @@ def build_cloth(cs, verts, tris, pins, polygons, factors=None):
             pinned=pins,
             polygons=polygons,
         )
-    return cloth.weighted(**factors) if factors else cloth
+    factors = dict(factors or {})
+    shrink = factors.pop("shrink", None)
+    cloth = cloth.weighted(**factors) if factors else cloth
+    return cloth if shrink is None else cloth.replace(shrink=shrink)
 
 
 # Property Weights: per stiffness Cloth.weighted varies, its vertex group and its Max
@@ -44,11 +47,16 @@ WEIGHTED = {
 }
 
 
-def property_factors(cs, name, weights):
+# the Property Weights' vertex group settings
+GROUPS = ("structural_group", "shear_group", "bending_group", "shrink_group")
+
+
+def property_factors(cs, name, weights, n):
     """Cloth.weighted's per-vertex factors 1 + wᵢ·(max/base − 1) from the Property Weights
-    (weights: per group setting, its vertex group's weights), and a warning per Max below the
-    stiffness it would raise (Blender keeps Max at least the stiffness). Compression and Shear
-    unticked are the stretch stiffness, weights included."""
+    (weights: per group setting, its vertex group's weights, over n vertices), and a warning per
+    Max below the stiffness it would raise (Blender keeps Max at least the stiffness); Compression
+    and Shear unticked are the stretch stiffness, weights included. "shrink": Cloth's shrink
+    factors, where the cloth shrinks."""
     own = {k: cs.model == "FABRIC" and getattr(cs, "use_" + k) for k in OWN_STIFFNESS}
     base = {"tension": getattr(cs, tension_setting(cs)), "compression": cs.compression, "shear": cs.shear}
     base["bending"] = cs.bending
@@ -68,6 +76,11 @@ def property_factors(cs, name, weights):
         factors[kind] = 1.0 + w * (getattr(cs, top) / base[kind] - 1.0)
     if "tension" in factors and not own["shear"]:
         factors["shear"] = factors["tension"]
+    # Shrinking: each vertex's rest lengths scaled by 1 − lerp(Shrinking Factor, Max Shrinking, w)
+    w = weights.get("shrink_group", 0.0)
+    if cs.shrink_min or (np.any(w) and cs.shrink_max != cs.shrink_min):
+        most = max(cs.shrink_max, cs.shrink_min)  # Blender keeps Max Shrinking at least the factor
+        factors["shrink"] = np.broadcast_to(1.0 - (cs.shrink_min + w * (most - cs.shrink_min)), (n,)).copy()
     return factors, warnings
 
 

@@ -132,6 +132,7 @@ class DIFFCLOTH_PT_cloth_shape(_RolePanel):
         row = layout.row()
         row.active = bool(context.object.diffcloth.pin_group)
         row.prop(context.object.diffcloth, "pin_stiffness", text="Stiffness")  # Blender's Shape › Stiffness
+        layout.prop(context.object.diffcloth, "shrink_min")
 
 
 class DIFFCLOTH_PT_cloth_property_weights(_RolePanel):
@@ -148,6 +149,7 @@ class DIFFCLOTH_PT_cloth_property_weights(_RolePanel):
             ("structural_group", (("tension_max", True), ("compression_max", fabric and s.use_compression))),
             ("shear_group", (("shear_max", fabric and s.use_shear),)),
             ("bending_group", (("bending_max", True),)),
+            ("shrink_group", (("shrink_max", True),)),
         ):
             col = layout.column()
             col.active = group != "shear_group" or (fabric and s.use_shear)

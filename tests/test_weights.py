@@ -48,3 +48,22 @@ def test_a_stiffened_band_stretches_less(strip):
     plain, stiff = stretch(cloth), stretch(cloth.weighted(tension=1.0 + 19.0 * (row >= 6)))
     assert plain[6:].sum() > 2e-3 and 0 < stiff[6:].sum() < 0.1 * plain[6:].sum()
     assert stiff[:5].mean() == pytest.approx(plain[:5].mean(), rel=0.2)
+
+
+def test_a_shrunk_cloth_draws_in_and_its_gradients_stay_exact():
+    """Shrink factors scale the springs' rest lengths by √(sᵢsⱼ) (Blender's Shrinking): a free
+    square shrunk by 10% settles 10% smaller; gradients through it match central differences."""
+    verts, tris = dc.grid(6, 6, size=0.3)
+    cloth = dc.FABRICS["cotton"].cloth(verts, tris).replace(shrink=np.full(36, 0.9))
+    assert np.allclose(cloth.rest_lengths, 0.9 * dc.Cloth(verts, tris).rest_lengths)
+    scene = dc.Scene(cloth, steps=60, dt=1 / 24, gravity=(0, 0, 0), solver="newton")
+    x = dc.simulate(scene).x[-1]
+    span = lambda p: np.ptp(p[:, :2], axis=0)  # noqa: E731
+    assert np.allclose(span(x), 0.9 * span(verts), rtol=0.01)
+    top = np.flatnonzero(np.isclose(verts[:, 1], 0.15))
+    hanging = scene.replace(cloth=cloth.replace(pinned=top), gravity=(0, 0, -9.81), steps=12)
+    loss = dc.KeyframeLoss({12: dc.simulate(hanging).x[12] - [0.0, 0.0, 0.02]})  # lower: against the springs
+    check = dc.check_gradient(hanging, loss, [dc.GlobalStiffness()], eps=1e-6, components=[0])
+    assert abs(check[0]["numeric"]) > 1e-5 and check[0]["rel_error"] < 1e-5, check
+    with pytest.raises(ValueError, match="shrink factor must be positive"):
+        cloth.replace(shrink=np.zeros(36))

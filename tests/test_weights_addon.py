@@ -111,3 +111,19 @@ def test_apply_scales_the_max_values_with_the_optimized_stiffness(blank):
     )  # float32 settings
     applied = convert().gather(blank, need_targets=False).scene.cloth  # the settings alone, now
     assert np.allclose(applied.k_tension, stored, rtol=1e-6)
+
+
+def test_shrinking_shortens_the_springs_as_blenders_does(blank):
+    """Shrinking Factor shrinks every spring; the Shrinking Group moves its vertices toward Max
+    Shrinking: each spring's rest length × √(kᵢkⱼ), kᵢ = 1 − lerp(factor, max, wᵢ)."""
+    cloth, row = hem_cloth()
+    s = cloth.diffcloth
+    plain = convert().gather(blank, need_targets=False).scene.cloth
+    s.shrink_min = 0.1
+    assert np.allclose(convert().gather(blank, need_targets=False).scene.cloth.rest_lengths, 0.9 * plain.rest_lengths)
+    s.shrink_group, s.shrink_max = "hem", 0.3
+    shrunk = convert().gather(blank, need_targets=False).scene.cloth
+    k = np.where(row < 2, 0.7, 0.9)
+    e = shrunk.edges
+    assert np.allclose(shrunk.rest_lengths, plain.rest_lengths * np.sqrt(k[e[:, 0]] * k[e[:, 1]]))
+    assert {"shrink_min", "shrink_group", "shrink_max"} <= set(draw_all(blank))

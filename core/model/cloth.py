@@ -36,7 +36,8 @@ class Cloth:
     None takes the model's default (BENDING_DEFAULTS). damping is mass-proportional air damping
     c (1/s): f = -c·m·v. pinned lists vertex indices whose positions are prescribed. fabric: the
     Fabric the arguments came from (Fabric.cloth), so that messages name its settings; replace()
-    drops it.
+    drops it. shrink: per-vertex factors (n,) that scale the springs' rest lengths by √(sᵢsⱼ), as
+    Blender's Shrinking does (None: as modelled; hinges keep their flat rest).
     """
 
     def __init__(
@@ -53,6 +54,7 @@ class Cloth:
         k_compression=None,
         k_shear=None,
         polygons=None,
+        shrink=None,
     ):
         if bending not in BENDING_DEFAULTS:
             raise ValueError(f"bending must be one of {', '.join(map(repr, BENDING_DEFAULTS))}, got {bending!r}")
@@ -65,6 +67,7 @@ class Cloth:
         if self.polygons.shape != (len(tris),):
             raise ValueError(f"polygons must give one polygon per triangle ({len(tris)}), got {self.polygons.shape}")
         self.n = len(verts)
+        self.shrink = None if shrink is None else _positive_per_item(shrink, self.n, "shrink factor")
         self.bending = bending
         self.tension_edges, self.hinges = edges(tris)
         self.shear_edges = np.zeros((0, 2), np.int64)
@@ -139,8 +142,15 @@ class Cloth:
 
     @property
     def rest_lengths(self):
-        e = self.edges
-        return np.linalg.norm(self.rest[e[:, 0]] - self.rest[e[:, 1]], axis=1)
+        return self.spring_lengths(self.edges)
+
+    def spring_lengths(self, edges):
+        """The rest lengths of springs between vertex pairs (E,2): their distance at rest, times
+        √(sᵢsⱼ) of the ends' shrink factors where the cloth shrinks (Blender's Shrinking)."""
+        lengths = np.linalg.norm(self.rest[edges[:, 0]] - self.rest[edges[:, 1]], axis=1)
+        return (
+            lengths if self.shrink is None else lengths * np.sqrt(self.shrink[edges[:, 0]] * self.shrink[edges[:, 1]])
+        )
 
     def weighted(self, tension=None, compression=None, shear=None, bending=None):
         """A copy whose stiffness varies over the mesh as Blender's Property Weights make it: each
@@ -180,6 +190,7 @@ class Cloth:
             damping=self.damping,
             pinned=self.pinned,
             bending=self.bending,
+            shrink=self.shrink,
         )
         if changes.get("bending", self.bending) != self.bending:
             args["k_bending"] = None

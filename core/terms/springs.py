@@ -72,7 +72,7 @@ class SpringGeometry:
 
     def __init__(self, pot, edges):
         cloth = pot.scene.cloth
-        self.rest = np.linalg.norm(cloth.rest[edges[:, 0]] - cloth.rest[edges[:, 1]], axis=1)
+        self.rest = cloth.spring_lengths(edges)
         self.incidence = incidence(edges, cloth.n)
         self.across = self.incidence.T.tocsr()
         self.assemble = pot.hess_scale * pot.system.assembler(pot.fidx[edges])
