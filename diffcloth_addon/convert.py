@@ -97,6 +97,7 @@ class _Simulated:
     render_factors: dict  # the Property Weights' stiffness factors per render vertex (settings.property_factors)
     render_goal: np.ndarray
     render_goal_local: np.ndarray  # the soft pins' vertices in the cloth object's space
+    render_sewing: np.ndarray  # the vertex pairs its loose edges join (L,2), sewn where Sewing is on
     embedding: Embedding | None = None
 
     @property
@@ -338,7 +339,7 @@ def _read_start(cloth_obj, depsgraph, start, warnings):
     Simulation Mesh or Proxy Vertices, core.design.embedding); refused by name where the mesh
     simulated is no cloth."""
     cs, name = cloth_obj.diffcloth, cloth_obj.name
-    verts, tris, faces, local_co, pins, goal = read_cloth(cloth_obj, cs, depsgraph, start)
+    verts, tris, faces, local_co, pins, goal, sewing = read_cloth(cloth_obj, cs, depsgraph, start)
     weights = property_weights(cloth_obj, cs, GROUPS, depsgraph)
     factors, more = property_factors(cs, name, weights, len(local_co))
     warnings += more
@@ -351,6 +352,7 @@ def _read_start(cloth_obj, depsgraph, start, warnings):
         render_factors=factors,
         render_goal=goal,
         render_goal_local=local_co[goal > 0],
+        render_sewing=sewing,
     )
     embedding, polygons = None, faces
     if proxy.wanted(cs) and refined(cloth_obj):
@@ -358,10 +360,11 @@ def _read_start(cloth_obj, depsgraph, start, warnings):
             f"cloth '{name}': its optimized design was refined on the cloth itself, so the cloth is "
             "simulated without its simulation mesh (Discard Result to use the simulation mesh again)"
         )
-    elif proxy.wanted(cs) and stack_place(cloth_obj):
+    elif proxy.wanted(cs) and (stack_place(cloth_obj) or len(sewing)):
+        what = "carried by modifiers (Armature, Hook, …)" if stack_place(cloth_obj) else "sewn (loose edges)"
         raise InputError(
-            f"cloth '{name}': a cloth carried by modifiers (Armature, Hook, …) is simulated without a "
-            "Simulation Mesh for now: clear Simulation Mesh and Proxy Vertices"
+            f"cloth '{name}': a cloth {what} is simulated without a Simulation Mesh for now: clear "
+            "Simulation Mesh and Proxy Vertices"
         )
     elif proxy.wanted(cs):  # simulate a proxy; the cloth follows it
         start_mw = np.array(cloth_obj.evaluated_get(depsgraph).matrix_world)
@@ -375,7 +378,7 @@ def _read_start(cloth_obj, depsgraph, start, warnings):
         goal[pins] = 0.0
         verts, faces = to_world(local_co, start_mw), np.arange(len(tris))
     try:
-        cloth = build_cloth(cs, verts, tris, pins, polygons, factors)
+        cloth = build_cloth(cs, verts, tris, pins, polygons, factors, sewing)
     except ValueError as err:  # core's triangle k as the artist's face (Blender's face index)
         message = re.sub(r"\btriangle (\d+)", lambda m: f"face {faces[int(m.group(1))]}", str(err))
         raise InputError(f"cloth '{name}': {message}") from None
@@ -514,7 +517,15 @@ def _colliders(read):
 def _refine(name, cs, read, common, loss):
     """Refine's run: the cloth itself, with the scene's settings, posed by the targets' loss."""
     sim = read.sim
-    full = build_cloth(cs, sim.render_verts, sim.render_tris, sim.render_pins, sim.render_polygons, sim.render_factors)
+    full = build_cloth(
+        cs,
+        sim.render_verts,
+        sim.render_tris,
+        sim.render_pins,
+        sim.render_polygons,
+        sim.render_factors,
+        sim.render_sewing,
+    )
     own = build_scene(
         name,
         full,

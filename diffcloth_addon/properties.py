@@ -179,6 +179,19 @@ class DiffClothObjectSettings(bpy.types.PropertyGroup):
     )
     shear_max: _stiffness("Max Shearing", "Shear Stiffness at weight 1 of the Shear Group (N/m)")
     bending_group: _group("Bending Group", "the Bending Stiffness toward Max Bending")
+    use_sewing_springs: BoolProperty(
+        name="Sewing",
+        description="Sew the vertices the cloth's loose edges join: each pulled to the other by a spring, as "
+        "Blender's Sewing (off: loose edges are refused)",
+        default=False,
+    )
+    sewing_force_max: FloatProperty(
+        name="Max Sewing Force",
+        description="The most a sewing spring pulls (N); 0: no limit",
+        default=0.0,
+        min=0.0,
+        soft_max=10.0,
+    )
     shrink_group: StringProperty(
         name="Shrinking Group",
         description="Vertex group whose weights shrink the cloth from its Shrinking Factor toward Max Shrinking",

@@ -173,8 +173,8 @@ def to_world(co, mw):
 
 
 def mesh_topology(obj, depsgraph):
-    """Triangles (T,3) of the evaluated object, the face each comes from, and its count of edges
-    that bound no face."""
+    """Triangles (T,3) of the evaluated object, the face each comes from, and its edges that bound
+    no face (L,2)."""
     ev = obj.evaluated_get(depsgraph)
     mesh = ev.to_mesh()
     try:
@@ -184,8 +184,8 @@ def mesh_topology(obj, depsgraph):
         faces = np.empty(len(mesh.loop_triangles), np.int64)
         mesh.loop_triangles.foreach_get("polygon_index", faces)
         face_edges = {k for p in mesh.polygons for k in p.edge_keys}
-        loose_edges = sum(1 for e in mesh.edges if e.key not in face_edges)
-        return tris.reshape(-1, 3), faces, loose_edges
+        loose = np.array([e.key for e in mesh.edges if e.key not in face_edges], np.int64).reshape(-1, 2)
+        return tris.reshape(-1, 3), faces, loose
     finally:
         ev.to_mesh_clear()
 
@@ -450,7 +450,7 @@ def pin_weights(cloth_obj, cs, depsgraph, n):
 
 def read_cloth(cloth_obj, cs, depsgraph, start):
     """The cloth at the start frame: world vertices, triangles, the face of each, local vertices,
-    pin indices and the soft pins' goal weights (pin_weights)."""
+    pin indices, the soft pins' goal weights (pin_weights) and its loose edges, which Sewing sews."""
     name = cloth_obj.name
     local_co, mw = evaluated_coords(cloth_obj, depsgraph)
     bad = ~np.isfinite(local_co).all(axis=1)
@@ -460,13 +460,22 @@ def read_cloth(cloth_obj, cs, depsgraph, start):
             f"({int(bad.sum())} such vertices)"
         )
     check_undeformed(cloth_obj, local_co, start)
-    tris, faces, loose_edges = mesh_topology(cloth_obj, depsgraph)
+    tris, faces, loose = mesh_topology(cloth_obj, depsgraph)
     if len(tris) == 0:
         raise InputError(f"cloth '{name}' has no faces")
-    if loose_edges:
-        raise InputError(f"cloth '{name}' has {loose_edges} loose edge(s); delete them or fill faces")
+    if len(loose) and not cs.use_sewing_springs:
+        raise InputError(
+            f"cloth '{name}' has {len(loose)} loose edge(s): delete them, fill faces, or tick Sewing (Shape) "
+            "to sew the vertices they join"
+        )
+    faceless = np.setdiff1d(loose, tris)
+    if len(faceless):
+        raise InputError(
+            f"cloth '{name}': vertex {int(faceless[0])} belongs to no face ({len(faceless)} such vertices on "
+            "loose edges): sewing joins vertices of faces; delete it or fill a face"
+        )
     pins, goal = pin_weights(cloth_obj, cs, depsgraph, len(local_co))
-    return to_world(local_co, mw), tris, faces, local_co, pins, goal
+    return to_world(local_co, mw), tris, faces, local_co, pins, goal, loose
 
 
 def scene_gravity(scene, cs):

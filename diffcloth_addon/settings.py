@@ -15,10 +15,12 @@ from .errors import InputError
 OPTIMIZE_SOLVER = "newton"
 
 
-def build_cloth(cs, verts, tris, pins, polygons, factors=None):
+def build_cloth(cs, verts, tris, pins, polygons, factors=None, sewing=None):
     """The core Cloth of a cloth's settings: a fabric in physical units, or springs (older files).
     polygons: the face of each triangle, so that the quads' diagonals are shear springs; factors:
-    the Property Weights' per-vertex stiffness factors (property_factors)."""
+    the Property Weights' per-vertex stiffness factors (property_factors); sewing: the vertex
+    pairs its loose edges join, sewn with a typical edge's stiffness as Blender's, their force
+    capped at Max Sewing Force."""
     if cs.model == "FABRIC":
         cloth = fabric(cs).cloth(verts, tris, pinned=pins, polygons=polygons)
     else:
@@ -35,7 +37,11 @@ def build_cloth(cs, verts, tris, pins, polygons, factors=None):
     factors = dict(factors or {})
     shrink = factors.pop("shrink", None)
     cloth = cloth.weighted(**factors) if factors else cloth
-    return cloth if shrink is None else cloth.replace(shrink=shrink)
+    if shrink is not None:
+        cloth = cloth.replace(shrink=shrink)
+    if sewing is not None and len(sewing):
+        cloth = cloth.replace(sewing=sewing, k_sewing=None, sewing_force=cs.sewing_force_max)
+    return cloth
 
 
 # Property Weights: per stiffness Cloth.weighted varies, its vertex group and its Max

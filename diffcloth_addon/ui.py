@@ -132,7 +132,12 @@ class DIFFCLOTH_PT_cloth_shape(_RolePanel):
         row = layout.row()
         row.active = bool(context.object.diffcloth.pin_group)
         row.prop(context.object.diffcloth, "pin_stiffness", text="Stiffness")  # Blender's Shape › Stiffness
-        layout.prop(context.object.diffcloth, "shrink_min")
+        s = context.object.diffcloth
+        layout.prop(s, "use_sewing_springs")
+        row = layout.row()
+        row.active = s.use_sewing_springs
+        row.prop(s, "sewing_force_max")
+        layout.prop(s, "shrink_min")
 
 
 class DIFFCLOTH_PT_cloth_property_weights(_RolePanel):

@@ -37,7 +37,9 @@ class Cloth:
     c (1/s): f = -c·m·v. pinned lists vertex indices whose positions are prescribed. fabric: the
     Fabric the arguments came from (Fabric.cloth), so that messages name its settings; replace()
     drops it. shrink: per-vertex factors (n,) that scale the springs' rest lengths by √(sᵢsⱼ), as
-    Blender's Shrinking does (None: as modelled; hinges keep their flat rest).
+    Blender's Shrinking does (None: as modelled; hinges keep their flat rest). sewing: vertex
+    pairs (S,2) pulled together by zero-length springs of k_sewing (N/m, per pair; None: the mean
+    k_tension), their force capped at sewing_force (N; 0: none), as Blender's sewing springs.
     """
 
     def __init__(
@@ -55,6 +57,9 @@ class Cloth:
         k_shear=None,
         polygons=None,
         shrink=None,
+        sewing=None,
+        k_sewing=None,
+        sewing_force=0.0,
     ):
         if bending not in BENDING_DEFAULTS:
             raise ValueError(f"bending must be one of {', '.join(map(repr, BENDING_DEFAULTS))}, got {bending!r}")
@@ -109,6 +114,18 @@ class Cloth:
             raise ValueError("every vertex is pinned: nothing to simulate")
         self.pinned = pinned
         self.fabric = fabric
+        self._sew(sewing, k_sewing, sewing_force)
+
+    def _sew(self, sewing, k_sewing, sewing_force):
+        """The sewing pairs, their stiffness and force cap, checked (see the class)."""
+        pairs = np.zeros((0, 2), np.int64) if sewing is None else np.asarray(sewing, np.int64).reshape(-1, 2)
+        if len(pairs) and (pairs.min() < 0 or pairs.max() >= self.n):
+            raise ValueError(f"sewing pairs name vertices outside 0..{self.n - 1}")
+        k = self.k_tension.mean() if k_sewing is None else k_sewing
+        self.sewing_edges, self.k_sewing = pairs, _positive_per_item(k, len(pairs), "k_sewing")
+        if not (np.isfinite(sewing_force) and sewing_force >= 0):
+            raise ValueError(f"the sewing force cap must be non-negative (0: none), got {sewing_force}")
+        self.sewing_force = float(sewing_force)
 
     @property
     def n_tension(self):
@@ -191,6 +208,9 @@ class Cloth:
             pinned=self.pinned,
             bending=self.bending,
             shrink=self.shrink,
+            sewing=self.sewing_edges,
+            k_sewing=self.k_sewing,
+            sewing_force=self.sewing_force,
         )
         if changes.get("bending", self.bending) != self.bending:
             args["k_bending"] = None

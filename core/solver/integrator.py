@@ -78,10 +78,10 @@ class StepModel:
         self.free = np.flatnonzero(free)
         self.fidx = np.full(self.n, -1, np.int64)
         self.fidx[self.free] = np.arange(len(self.free))
-        # the pairs coupled by any term: triangle edges, and the vertices opposite an interior
+        # the pairs coupled by any term: triangle edges, sewing pairs, and the vertices opposite an interior
         # edge (bending springs, or the hinges' opposite corners, unless a linearized step's
         # matrix bounds the hinges without them: Scene.hinges_bounded)
-        coupled = [cloth.tension_edges, cloth.shear_edges]
+        coupled = [cloth.tension_edges, cloth.shear_edges, cloth.sewing_edges]
         if not scene.hinges_bounded:
             coupled.append(cloth.bending_edges)
         ends = self.fidx[np.concatenate(coupled)]

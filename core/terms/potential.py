@@ -14,7 +14,7 @@ from .goals import GoalSprings
 from .gravity import Gravity
 from .hinges import HingeBending
 from .self_contact import SelfContact
-from .springs import BendingSprings, Compression, Shear, SpringGeometry, Tension
+from .springs import BendingSprings, Compression, Sewing, Shear, SpringGeometry, Tension
 from .wind import WindPressure
 
 # every term, in the order their contributions are summed: a new term is one class and a line here
@@ -23,6 +23,7 @@ TERMS = (
     Compression,
     Shear,
     BendingSprings,
+    Sewing,
     HingeBending,
     Gravity,
     WindPressure,

@@ -17,8 +17,9 @@ RAMP_STRAIN = 1e-3
 
 
 def spring_geometry(d):
-    """Length and unit direction of spring vectors d (S,3)."""
-    length = np.sqrt(np.einsum("ij,ij->i", d, d))
+    """Length and unit direction of spring vectors d (S,3); a zero-length one (a sewing pair
+    closed) has no direction, and no force along one."""
+    length = np.maximum(np.sqrt(np.einsum("ij,ij->i", d, d)), 1e-300)
     return length, d / length[:, None]
 
 
@@ -70,9 +71,9 @@ class SpringGeometry:
     """The edges a spring term acts on: rest lengths, incidence, and their pattern's assembler;
     terms on the same edges share one, and its state at a point (core.terms.base.Point.memo)."""
 
-    def __init__(self, pot, edges):
+    def __init__(self, pot, edges, zero_length=False):
         cloth = pot.scene.cloth
-        self.rest = cloth.spring_lengths(edges)
+        self.rest = np.zeros(len(edges)) if zero_length else cloth.spring_lengths(edges)
         self.incidence = incidence(edges, cloth.n)
         self.across = self.incidence.T.tocsr()
         self.assemble = pot.hess_scale * pot.system.assembler(pot.fidx[edges])
@@ -92,7 +93,7 @@ class Springs(Term):
     ramps a compressed spring's t smoothly to 0 (projected)."""
 
     def __init__(self, pot, edges, k, field, branch=0, geometry=None):
-        self.k, self.field, self.fields, self.branch = k, field, (field,), branch
+        self.k, self.field, self.fields, self.branch = k, field, (field,) if field else (), branch
         self.geometry = SpringGeometry(pot, edges) if geometry is None else geometry
         self.tau = RAMP_STRAIN * self.geometry.rest
 
@@ -249,3 +250,40 @@ class BendingSprings(Springs):
     def build(cls, pot):
         cloth = pot.scene.cloth
         return [cls(pot, cloth.bending_edges, cloth.k_bending, "k_bending")] if cloth.bending == "springs" else []
+
+
+class Sewing(Springs):
+    """Blender's sewing springs: each of the cloth's sewing pairs pulled together by a zero-length
+    spring of k_sewing, its force capped at the cloth's sewing_force F where F > 0,
+    ψ(L) = ½k·L² while k·L ≤ F, else F·L − F²/2k: its matrix is k·I, then F/L across the pair
+    (positive semidefinite either way). k and F are not designs."""
+
+    def __init__(self, pot):
+        cloth = pot.scene.cloth
+        geometry = SpringGeometry(pot, cloth.sewing_edges, zero_length=True)
+        super().__init__(pot, cloth.sewing_edges, cloth.k_sewing, None, geometry=geometry)
+        cap = cloth.sewing_force
+        self.reach = np.inf if cap == 0 else cap / self.k  # the length beyond which the force is capped
+
+    @classmethod
+    def build(cls, pot):
+        return [cls(pot)] if len(pot.scene.cloth.sewing_edges) else []
+
+    def force(self, s):
+        return np.minimum(s, self.reach)
+
+    def stiffness(self, s):
+        return (s < self.reach).astype(float)
+
+    def projected_law(self, s):
+        pulled = self.stiffness(s)
+        return pulled, 0.0, self.force(s), pulled
+
+    def energy(self, q):
+        s = q.stretch
+        capped = np.where(s < self.reach, 0.5 * s * s, self.reach * (s - 0.5 * self.reach))
+        return float(np.dot(self.k, capped))
+
+    # no design fields
+    design_gradient, design_tangent = Term.design_gradient, Term.design_tangent
+    design_hess, design_hess_tangent = Term.design_hess, Term.design_hess_tangent
