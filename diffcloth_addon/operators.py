@@ -343,7 +343,8 @@ class DIFFCLOTH_OT_clear_bake(_OnCloth):
 
 
 class DIFFCLOTH_OT_apply_result(_OnCloth):
-    """Make the optimized stiffness the cloth's own Stretch (or Tension) and Bending settings"""
+    """Make the optimized stiffness the cloth's own Stretch (or Tension) and Bending settings (and the
+    Wind Fields' optimized strength its Field Weights › Wind)"""
 
     bl_idname = "diffcloth.apply_result"
     bl_label = "Apply Optimized Stiffness"
@@ -353,6 +354,9 @@ class DIFFCLOTH_OT_apply_result(_OnCloth):
         if not stored:
             return _fail(self, f"cloth '{obj.name}' has no stored optimization")
         tension, bending = setting_result(stored, "k_tension"), setting_result(stored, "k_bending")
+        if "wind_scale" in stored.keys():  # the Wind Fields' factor, now the cloth's Field Weights › Wind
+            obj.diffcloth.wind_weight *= stored["wind_scale"]
+            del stored["wind_scale"]
         if tension is None and bending is None:
             return _fail(
                 self,

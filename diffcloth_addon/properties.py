@@ -331,6 +331,12 @@ class DiffClothSceneSettings(bpy.types.PropertyGroup):
     )
     opt_forces: BoolProperty(name="Control Forces", description="A steering force per vertex and frame", default=False)
     opt_wind: BoolProperty(name="Wind", description="A uniform acceleration per frame", default=False)
+    opt_wind_fields: BoolProperty(
+        name="Wind Fields",
+        description="How hard the scene's Wind fields blow: one factor on their strength, their gusts and "
+        "direction kept (Apply: a factor on the cloth's Field Weights › Wind)",
+        default=False,
+    )
     force_basis: EnumProperty(
         name="Force Basis",
         description="How control forces may vary in time",

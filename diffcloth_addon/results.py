@@ -61,6 +61,8 @@ def apply_stored_result(setup):
     offset = stored_array(stored, "pin_offset", (steps + 1) * len(cloth.pinned) * 3)
     if offset is not None:
         changes["pin_path"] = sc.pin_frames + offset.reshape(steps + 1, -1, 3)
+    if stored and "wind_scale" in stored.keys() and sc.wind is not None:
+        changes["wind"] = stored["wind_scale"] * sc.wind
     if stored and changes:  # the optimized motion is reproduced by the solver that found it
         changes["solver"] = stored.get("solver", OPTIMIZE_SOLVER)
     # what no longer fits the mesh, pins or frames and would have made a difference is named
@@ -145,6 +147,8 @@ def store_result(setup, result):
         stored["k_compression"] = sc.cloth.own_compression
     if sc.forces is not None:
         stored["forces"] = sc.forces.ravel()
+    if sc.wind is not None and np.any(setup.scene.wind):  # Wind Fields: the factor on their strength
+        stored["wind_scale"] = float(np.sum(sc.wind * setup.scene.wind) / np.sum(setup.scene.wind**2))
     if sc.pin_path is not None:  # moved pins, as offsets from the cloth object's own path
         offset = sc.pin_path - setup.scene.pin_frames
         if np.any(offset):

@@ -188,6 +188,10 @@ def params_from_settings(settings, setup):
         params.append(dc.ControlForces(strength * dt, change / dt))
     if settings.opt_wind:
         params.append(dc.Wind(strength * dt, change / dt))
+    if settings.opt_wind_fields:
+        if setup.scene.wind is None:
+            raise InputError("Wind Fields: the scene has no Wind force field blowing on the cloth")
+        params.append(dc.WindStrength())
     if not params:
         raise InputError("nothing to optimize: tick at least one quantity under 'Optimize'")
     return params

@@ -334,6 +334,8 @@ def _draw_result(box, cloth, stored):
     if "pin_offset" in stored.keys():
         moved = np.linalg.norm(np.asarray(stored["pin_offset"]).reshape(-1, 3), axis=1).max()
         box.label(text=f"Pins moved (Move Pins): up to {moved * 100:.1f} cm")
+    if "wind_scale" in stored.keys():
+        box.label(text=f"Wind fields: {stored['wind_scale']:.3g}× as strong")
     row = box.row(align=True)
     row.operator("diffcloth.apply_result")
     row.operator("diffcloth.discard_result")
@@ -347,7 +349,15 @@ class DIFFCLOTH_PT_optimize(_Sidebar):
         layout = _split(self.layout)
         settings = context.scene.diffcloth
         col = layout.column(heading="Optimize", align=True)
-        for name in ("opt_tension", "opt_bending", "opt_velocity", "opt_velocity_per_vertex", "opt_forces", "opt_wind"):
+        for name in (
+            "opt_tension",
+            "opt_bending",
+            "opt_velocity",
+            "opt_velocity_per_vertex",
+            "opt_forces",
+            "opt_wind",
+            "opt_wind_fields",
+        ):
             col.prop(settings, name)
         if settings.opt_forces:
             layout.prop(settings, "force_basis")

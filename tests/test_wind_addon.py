@@ -66,3 +66,27 @@ def test_fields_and_settings_not_simulated_are_named(blank):
         "same everywhere, relative to the cloth's velocity)",
         f"force field '{vortex.name}' (Vortex) is ignored: DiffCloth simulates Wind fields only",
     ]
+
+
+def test_optimize_finds_how_hard_the_wind_blew(blank):
+    """Wind Fields under What May Change: the target was posed in the field at full strength, the
+    cloth's Field Weights › Wind halved; Optimize finds the factor 2, Apply makes it the weight."""
+    scene = blank.scene
+    scene.frame_start, scene.frame_end = 1, 11
+    cloth = grid_cloth(n=7, fabric=True)
+    cloth.diffcloth.solver = "NEWTON"  # the motion Optimize simulates
+    wind_field(strength=3.0)
+    blank.view_layer.objects.active = cloth
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    scene.frame_set(11)
+    assert bpy.ops.diffcloth.new_target() == {"FINISHED"}
+    bpy.ops.diffcloth.clear_bake()
+    scene.frame_set(1)
+    cloth.diffcloth.wind_weight = 0.5
+    settings = scene.diffcloth
+    settings.opt_tension, settings.opt_wind_fields, settings.max_iterations = False, True, 20
+    blank.view_layer.objects.active = cloth
+    assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
+    assert cloth["diffcloth_result"]["wind_scale"] == pytest.approx(2.0, rel=1e-3)
+    assert bpy.ops.diffcloth.apply_result() == {"FINISHED"}
+    assert cloth.diffcloth.wind_weight == pytest.approx(1.0, rel=1e-3) and "wind_scale" not in cloth["diffcloth_result"]

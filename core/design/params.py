@@ -425,6 +425,34 @@ class Wind(Acceleration):
         return {"wind_acceleration": theta.reshape(-1, 3).copy()}
 
 
+class WindStrength(Param):
+    """The scene's wind (Scene(wind=...), its Wind fields) scaled by one factor a = exp(θ): how hard
+    it blows, its gusts and direction kept."""
+
+    name = "wind_strength"
+    overwrites = ("wind",)
+
+    def initial(self, scene):
+        if scene.wind is None:
+            raise ValueError(f"{self.name}: the scene has no wind to scale")
+        return np.zeros(1)
+
+    def to_theta(self, value):
+        return float(np.log(value))
+
+    def apply(self, theta, design, scene):
+        design["wind"] = np.exp(theta[0]) * scene.wind
+
+    def pullback(self, theta, grad, design, scene):
+        return np.array([np.exp(theta[0]) * float(np.sum(grad.wind * scene.wind))])
+
+    def jvp(self, theta, dtheta, design, tangent, scene):
+        tangent["wind"] = tangent["wind"] + dtheta[0] * np.exp(theta[0]) * scene.wind
+
+    def describe(self, theta):
+        return {"wind_strength": float(np.exp(theta[0]))}
+
+
 class KeyedForces(Acceleration):
     """Control accelerations at keys `every` seconds apart (the first at the start, the last at the
     end, evenly spread), linearly interpolated to every frame's midpoint (force = vertex mass ×
@@ -587,6 +615,7 @@ _BY_NAME = {
     "forces": ControlForces,
     "keyed_forces": KeyedForces,
     "wind": Wind,
+    "wind_strength": WindStrength,
     "friction": Friction,
     "self_friction": SelfFriction,
 }
@@ -648,6 +677,7 @@ class Design:
             pin_path=d["pin_path"],
             colliders=colliders,
             self_friction=max(float(d["self_friction"]), 0.0),
+            wind=d["wind"],
         )
 
     def pullback(self, theta, grad, design):

@@ -61,6 +61,13 @@ FIELDS = (
     ),
     Field("self_friction", lambda sc: (), "Coulomb μ between the cloth's layers", True, lambda sc: sc.self_friction),
     Field(
+        "wind",
+        lambda sc: (sc.steps + 1, 3),
+        "wind velocity per frame (m/s), where the scene has wind",
+        True,
+        lambda sc: sc.wind,
+    ),
+    Field(
         "pin_path",
         lambda sc: (sc.steps + 1, len(sc.cloth.pinned), 3),
         "pinned positions per frame (m), where the scene has a pin path",

@@ -43,6 +43,8 @@ class _Pressure:
 
 
 class WindPressure(Term):
+    fields = ("wind",)
+
     def __init__(self, pot):
         self.scene, self.tris = pot.scene, pot.scene.cloth.tris
 
@@ -52,14 +54,35 @@ class WindPressure(Term):
 
     def at(self, p):
         x, v = p.lag.state
-        return p.y, _Pressure(x, v, self.tris, self.scene.wind_at(p.s))
+        return p.y, _Pressure(x, v, self.tris, self.scene.wind_at(p.s)), p.s
 
     def energy(self, q):
-        y, w = q
+        y, w, _ = q
         return -float(np.sum(w.force * y))
 
     def add_gradient(self, q, out):
         out -= q[1].force
+
+    def _frames(self, s):
+        """The frames step s's wind is read between, and their weights (Scene.wind_at)."""
+        f, r = divmod(s, self.scene.substeps)
+        w = r / self.scene.substeps
+        return (f, 1 - w), (f + 1, w)
+
+    def design_gradient(self, q, lam, out):
+        """∂(∇Φ·λ)/∂wind = −Σ_T Σ_k μ_k·c (s_k = (w − v_k)·c), shared between the step's frames."""
+        w, s = q[1], q[2]
+        m = np.einsum("tkj,tj->tk", lam[self.tris], w.c)
+        g = -np.einsum("t,tj->j", _shared(w.scale[:, None] * m).sum(axis=1), w.c)
+        for frame, weight in self._frames(s):
+            if weight:
+                out["wind"][frame] += weight * g
+
+    def design_tangent(self, q, dp, out):
+        w, s = q[1], q[2]
+        dwind = sum(weight * dp["wind"][frame] for frame, weight in self._frames(s) if weight)
+        dt = _shared(np.broadcast_to(w.c @ dwind, (3, len(w.c))).T)
+        np.subtract.at(out, self.tris, (w.scale[:, None] * dt)[:, :, None] * w.c[:, None, :])
 
     def add_lag_gradient(self, q, lam, out, out_v):
         """−∂(f·λ)/∂xₛ and −∂(f·λ)/∂vₛ, with f·λ = Σ_k PRESSURE/3·t_k·(c·λ_k)/|c|."""
