@@ -4,7 +4,7 @@ import atexit
 
 import bpy
 
-from . import cli, operators, properties, runner, ui
+from . import bake, cli, operators, properties, runner, ui
 
 _CLASSES = operators.CLASSES + ui.CLASSES
 _cli_handle = None
@@ -23,9 +23,11 @@ def _upgrade(*_args):
 
 
 @bpy.app.handlers.persistent
-def _stamp(*_args):
+def _stamp(filepath="", *_args):
     for obj in bpy.data.objects:
         properties.stamp(obj)
+    if filepath:  # the first save of a file that has carried cloths' caches in the temporary folder
+        bake.keep_caches(filepath)
 
 
 _HANDLERS = (

@@ -22,6 +22,21 @@ def cache_path(obj):
     return os.path.join(bpy.app.tempdir, name)
 
 
+def keep_caches(filepath):
+    """Move the caches of cloths baked while the file was unsaved (in Blender's temporary folder,
+    cache_path) beside the .blend about to be saved at filepath, so that saving keeps them."""
+    folder = os.path.join(os.path.dirname(os.path.abspath(filepath)), "diffcloth_cache")
+    temporary = os.path.abspath(bpy.app.tempdir)
+    for obj in bpy.data.objects:
+        for m in obj.modifiers:
+            path = bpy.path.abspath(m.filepath) if ours(m) else ""
+            if path and os.path.isfile(path) and os.path.abspath(path).startswith(temporary):
+                os.makedirs(folder, exist_ok=True)
+                moved = os.path.join(folder, os.path.basename(path))
+                os.replace(path, moved)
+                m.filepath = moved
+
+
 def clear_bake(obj):
     """Remove DiffCloth's bake: its shape keys and their animation (the Basis and other keys stay),
     or its Mesh Cache modifier and file. Returns what it removed, as the artist reads it."""

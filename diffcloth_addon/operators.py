@@ -106,7 +106,7 @@ def reason_text(reason):
 def summary(setup, result):
     cloth = bpy.data.objects.get(setup.cloth_name)
     temporary = (
-        " (its Mesh Cache is in Blender's temporary folder: save the .blend and bake again to keep it)"
+        " (its Mesh Cache is in Blender's temporary folder until the .blend is saved)"
         if cloth is not None and stack_place(cloth) and not bpy.data.filepath
         else ""
     )

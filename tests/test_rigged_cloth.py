@@ -102,3 +102,22 @@ def test_a_hook_carries_the_pins_and_a_proxy_is_refused(blank):
     bpy.ops.diffcloth.clear_bake()
     cloth.diffcloth.proxy_vertices = 20
     refused(blank, bpy.ops.diffcloth.simulate, "cloth 'Cloth': a cloth carried by modifiers (Armature, Hook, …)")
+
+
+def test_saving_keeps_a_cache_baked_before_the_first_save(blank, tmp_path):
+    """Baked in an unsaved file, the cache sits in Blender's temporary folder; the first save moves
+    it beside the .blend, where the saved file finds it."""
+    cloth, rig, top = rigged(blank)
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    temporary = bpy.path.abspath(cloth.modifiers["DiffCloth"].filepath)
+    assert temporary.startswith(os.path.abspath(bpy.app.tempdir)) and os.path.isfile(temporary)
+    blank.scene.frame_set(9)
+    baked = evaluated(cloth)
+    bpy.ops.wm.save_as_mainfile(filepath=str(tmp_path / "shot.blend"))
+    kept = tmp_path / "diffcloth_cache" / "Cloth.pc2"
+    assert kept.is_file() and not os.path.exists(temporary)
+    bpy.ops.wm.open_mainfile(filepath=str(tmp_path / "shot.blend"))
+    cloth = bpy.data.objects["Cloth"]
+    assert bpy.path.abspath(cloth.modifiers["DiffCloth"].filepath) == str(kept)
+    bpy.context.scene.frame_set(9)
+    assert np.abs(evaluated(cloth) - baked).max() < 1e-6
