@@ -27,14 +27,14 @@ def keep_caches(filepath):
     cache_path) beside the .blend about to be saved at filepath, so that saving keeps them."""
     folder = os.path.join(os.path.dirname(os.path.abspath(filepath)), "diffcloth_cache")
     temporary = os.path.abspath(bpy.app.tempdir)
-    for obj in bpy.data.objects:
-        for m in obj.modifiers:
-            path = bpy.path.abspath(m.filepath) if ours(m) else ""
-            if path and os.path.isfile(path) and os.path.abspath(path).startswith(temporary):
-                os.makedirs(folder, exist_ok=True)
-                moved = os.path.join(folder, os.path.basename(path))
-                os.replace(path, moved)
-                m.filepath = moved
+    caches = [m for obj in bpy.data.objects for m in obj.modifiers if ours(m)]
+    for m in caches:
+        path = os.path.abspath(bpy.path.abspath(m.filepath))
+        if path.startswith(temporary) and os.path.isfile(path):
+            os.makedirs(folder, exist_ok=True)
+            moved = os.path.join(folder, os.path.basename(path))
+            os.replace(path, moved)
+            m.filepath = moved
 
 
 def clear_bake(obj):

@@ -306,10 +306,8 @@ def _read(context, cloth_obj, targets, target_frames, start, end):
                 scene.frame_set(f)
                 depsgraph = context.evaluated_depsgraph_get()
                 _read_frame(read, cloth_obj, targets, target_frames, f, depsgraph)
-                if winds:
-                    read.wind.append(
-                        fields.wind_at(winds, depsgraph, scene.render.fps)
-                    )  # as Blender: fps, not fps_base
+                if winds:  # Blender divides by fps, not fps/fps_base
+                    read.wind.append(fields.wind_at(winds, depsgraph, scene.render.fps))
     finally:
         scene.frame_set(original_frame)
     return read
@@ -340,6 +338,7 @@ def _read_start(cloth_obj, depsgraph, start, warnings):
     simulated is no cloth."""
     cs, name = cloth_obj.diffcloth, cloth_obj.name
     verts, tris, faces, local_co, pins, goal, sewing = read_cloth(cloth_obj, cs, depsgraph, start)
+    carried = stack_place(cloth_obj) > 0
     weights = property_weights(cloth_obj, cs, GROUPS, depsgraph)
     factors, more = property_factors(cs, name, weights, len(local_co))
     warnings += more
@@ -360,8 +359,8 @@ def _read_start(cloth_obj, depsgraph, start, warnings):
             f"cloth '{name}': its optimized design was refined on the cloth itself, so the cloth is "
             "simulated without its simulation mesh (Discard Result to use the simulation mesh again)"
         )
-    elif proxy.wanted(cs) and (stack_place(cloth_obj) or len(sewing)):
-        what = "carried by modifiers (Armature, Hook, …)" if stack_place(cloth_obj) else "sewn (loose edges)"
+    elif proxy.wanted(cs) and (carried or len(sewing)):
+        what = "carried by modifiers (Armature, Hook, …)" if carried else "sewn (loose edges)"
         raise InputError(
             f"cloth '{name}': a cloth {what} is simulated without a Simulation Mesh for now: clear "
             "Simulation Mesh and Proxy Vertices"
@@ -382,7 +381,7 @@ def _read_start(cloth_obj, depsgraph, start, warnings):
     except ValueError as err:  # core's triangle k as the artist's face (Blender's face index)
         message = re.sub(r"\btriangle (\d+)", lambda m: f"face {faces[int(m.group(1))]}", str(err))
         raise InputError(f"cloth '{name}': {message}") from None
-    return _Simulated(cloth, verts, local_co, pins, goal, stack_place(cloth_obj) > 0, embedding=embedding, **render)
+    return _Simulated(cloth, verts, local_co, pins, goal, carried, embedding=embedding, **render)
 
 
 def _read_frame(read, cloth_obj, targets, target_frames, f, depsgraph):

@@ -35,9 +35,9 @@ def _stiffness(name, description):
     return FloatProperty(name=name, description=description, default=90.0, min=1e-3, soft_max=1e5)
 
 
-def _group(name, raises):
-    """A Property Weights vertex group: its weights raise a stiffness toward its Max."""
-    return StringProperty(name=name, description=f"Vertex group whose weights raise {raises}")
+def _group(name, does):
+    """A Property Weights vertex group: what its weights do (toward its Max)."""
+    return StringProperty(name=name, description=f"Vertex group whose weights {does}")
 
 
 def _use(what):
@@ -166,7 +166,8 @@ class DiffClothObjectSettings(bpy.types.PropertyGroup):
     # Property Weights, as Blender's: a vertex group raises a stiffness from its setting (weight 0)
     # to its Max (weight 1), each spring by the mean of its two ends' weights
     structural_group: _group(
-        "Structural Group", "the Stretch (Tension) and Compression Stiffness toward Max Tension and Max Compression"
+        "Structural Group",
+        "raise the Stretch (Tension) and Compression Stiffness toward Max Tension and Max Compression",
     )
     tension_max: _stiffness("Max Tension", "Stretch (Tension) Stiffness at weight 1 of the Structural Group (N/m)")
     compression_max: _stiffness(
@@ -174,11 +175,11 @@ class DiffClothObjectSettings(bpy.types.PropertyGroup):
     )
     shear_group: _group(
         "Shear Group",
-        "the Shear Stiffness toward Max Shearing (where Shear Stiffness is ticked; unticked, shear follows "
+        "raise the Shear Stiffness toward Max Shearing (where Shear Stiffness is ticked; unticked, shear follows "
         "the Structural Group)",
     )
     shear_max: _stiffness("Max Shearing", "Shear Stiffness at weight 1 of the Shear Group (N/m)")
-    bending_group: _group("Bending Group", "the Bending Stiffness toward Max Bending")
+    bending_group: _group("Bending Group", "raise the Bending Stiffness toward Max Bending")
     use_sewing_springs: BoolProperty(
         name="Sewing",
         description="Sew the vertices the cloth's loose edges join: each pulled to the other by a spring, as "
@@ -192,10 +193,7 @@ class DiffClothObjectSettings(bpy.types.PropertyGroup):
         min=0.0,
         soft_max=10.0,
     )
-    shrink_group: StringProperty(
-        name="Shrinking Group",
-        description="Vertex group whose weights shrink the cloth from its Shrinking Factor toward Max Shrinking",
-    )
+    shrink_group: _group("Shrinking Group", "shrink the cloth from its Shrinking Factor toward Max Shrinking")
     shrink_min: FloatProperty(
         name="Shrinking Factor",
         description="How much the cloth's springs shrink (0.1: their rest lengths 10% shorter; negative: "

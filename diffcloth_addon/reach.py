@@ -30,7 +30,7 @@ def message(setup, frame, r):
             f"the cloth can come no closer than about {r.closest[0] * 1e3:.1f} mm on average "
             f"({r.closest[1] * 1e3:.0f} mm at worst)"
         )
-    for c, (count, depth) in (r.inside or {}).items():
+    for c, (count, depth) in r.inside.items():
         parts.append(
             f"puts {count} vertices of '{setup.cloth_name}' up to {depth * 1e3:.0f} mm inside "
             f"'{setup.collider_names[c]}', where the cloth cannot go"
@@ -53,7 +53,7 @@ def stored(setup, result):
 
 def _inside_total(r):
     """How many vertices a key puts inside colliders, and the deepest (m)."""
-    found = list((r.inside or {}).values())
+    found = list(r.inside.values())
     return sum(c for c, _ in found), max((d for _, d in found), default=0.0)
 
 

@@ -322,12 +322,12 @@ def check_undeformed(obj, local_co, frame):
     carried by modifiers (stack_place) is their result, which may move, but not gain vertices.
     """
     mesh = obj.data
-    if stack_place(obj) and len(local_co) != len(mesh.vertices):
-        raise InputError(
-            f"cloth '{obj.name}': the modifiers before DiffCloth's place change its vertex count "
-            f"({len(mesh.vertices)} → {len(local_co)}) at frame {frame}; move them after the last Armature or Hook"
-        )
     if stack_place(obj):
+        if len(local_co) != len(mesh.vertices):
+            raise InputError(
+                f"cloth '{obj.name}': the modifiers before DiffCloth's place change its vertex count "
+                f"({len(mesh.vertices)} → {len(local_co)}) at frame {frame}; move them after the last Armature or Hook"
+            )
         return
     basis = np.empty(len(mesh.vertices) * 3)
     mesh.vertices.foreach_get("co", basis)

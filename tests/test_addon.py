@@ -37,6 +37,18 @@ def grid_cloth(name="Cloth", n=6, size=0.4, pins=True, location=(0, 0, 0), fabri
     return obj
 
 
+def target_from_simulation(context, frame):
+    """Simulate & Bake the scene's cloth, copy it at `frame` (New Target from Cloth), clear the bake
+    and go back to the start: the target, a pose the cloth is known to reach."""
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    context.scene.frame_set(frame)
+    assert bpy.ops.diffcloth.new_target() == {"FINISHED"}
+    target = next(o for o in context.scene.objects if o.diffcloth.role == "TARGET")
+    bpy.ops.diffcloth.clear_bake()
+    context.scene.frame_set(context.scene.frame_start)
+    return target
+
+
 def ops_report(op, **kw):
     """Run an operator, returning its result set (errors are reported, not raised, by our operators)."""
     try:

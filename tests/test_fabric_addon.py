@@ -5,7 +5,7 @@ import pytest
 
 bpy = pytest.importorskip("bpy")
 
-from test_addon import draw_all, evaluated, grid_cloth, results  # noqa: E402
+from test_addon import draw_all, evaluated, grid_cloth, results, target_from_simulation  # noqa: E402
 
 
 def convert():
@@ -123,11 +123,7 @@ def test_optimized_stretch_is_applied_to_the_fabric(blank):
     cloth = grid_cloth(fabric=True)
     cloth.diffcloth.solver = "NEWTON"  # the target exactly reachable by Optimize's converged steps
     cloth.diffcloth.stretch = 30.0
-    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
-    scene.frame_set(8)
-    assert bpy.ops.diffcloth.new_target() == {"FINISHED"}
-    bpy.ops.diffcloth.clear_bake()
-    scene.frame_set(1)
+    target_from_simulation(blank, 8)
     cloth.diffcloth.stretch = 12.0
     scene.diffcloth.max_iterations = 20
     assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
@@ -192,11 +188,7 @@ def test_optimized_stretch_scales_compression_and_shear_of_their_own(blank):
     s.solver = "NEWTON"
     s.use_compression = s.use_shear = True
     s.stretch, s.compression, s.shear = 30.0, 15.0, 45.0
-    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
-    scene.frame_set(8)
-    assert bpy.ops.diffcloth.new_target() == {"FINISHED"}
-    bpy.ops.diffcloth.clear_bake()
-    scene.frame_set(1)
+    target_from_simulation(blank, 8)
     s.stretch, s.compression, s.shear = 12.0, 6.0, 18.0
     scene.diffcloth.max_iterations = 20
     assert bpy.ops.diffcloth.optimize() == {"FINISHED"}

@@ -7,7 +7,7 @@ import pytest
 
 bpy = pytest.importorskip("bpy")
 
-from test_addon import draw_all, grid_cloth  # noqa: E402
+from test_addon import draw_all, grid_cloth, target_from_simulation  # noqa: E402
 
 ATTRIBUTE = "DiffCloth Reach"
 
@@ -24,12 +24,7 @@ def keyed(blank, end, n, iterations):
     scene.frame_start, scene.frame_end = 1, end
     cloth = grid_cloth(n=n, size=0.4, fabric=True)
     scene.diffcloth.max_iterations = iterations
-    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
-    scene.frame_set(end)
-    assert bpy.ops.diffcloth.new_target() == {"FINISHED"}
-    target = next(o for o in scene.objects if o.diffcloth.role == "TARGET")
-    bpy.ops.diffcloth.clear_bake()
-    scene.frame_set(1)
+    target = target_from_simulation(blank, end)
     return cloth, target, np.array([v.co for v in target.data.vertices])
 
 

@@ -6,7 +6,7 @@ import pytest
 
 bpy = pytest.importorskip("bpy")
 
-from test_addon import draw_all, evaluated, grid_cloth, ops_report  # noqa: E402
+from test_addon import draw_all, evaluated, grid_cloth, ops_report, target_from_simulation  # noqa: E402
 
 
 def convert():
@@ -96,11 +96,7 @@ def test_apply_scales_the_max_values_with_the_optimized_stiffness(blank):
     cloth, _ = hem_cloth()
     s = cloth.diffcloth
     s.structural_group, s.tension_max = "hem", 5 * s.stretch
-    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
-    scene.frame_set(8)
-    assert bpy.ops.diffcloth.new_target() == {"FINISHED"}
-    bpy.ops.diffcloth.clear_bake()
-    scene.frame_set(1)
+    target_from_simulation(blank, 8)
     s.stretch, s.tension_max = 45.0, 225.0  # half of what the target was simulated with
     scene.diffcloth.max_iterations = 20
     assert bpy.ops.diffcloth.optimize() == {"FINISHED"}

@@ -8,7 +8,7 @@ import pytest
 
 bpy = pytest.importorskip("bpy")
 
-from test_addon import draw_all, evaluated, grid_cloth  # noqa: E402
+from test_addon import draw_all, evaluated, grid_cloth, target_from_simulation  # noqa: E402
 
 
 def convert():
@@ -77,11 +77,7 @@ def test_optimize_finds_how_hard_the_wind_blew(blank):
     cloth.diffcloth.solver = "NEWTON"  # the motion Optimize simulates
     wind_field(strength=3.0)
     blank.view_layer.objects.active = cloth
-    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
-    scene.frame_set(11)
-    assert bpy.ops.diffcloth.new_target() == {"FINISHED"}
-    bpy.ops.diffcloth.clear_bake()
-    scene.frame_set(1)
+    target_from_simulation(blank, 11)
     cloth.diffcloth.wind_weight = 0.5
     settings = scene.diffcloth
     settings.opt_tension, settings.opt_wind_fields, settings.max_iterations = False, True, 20

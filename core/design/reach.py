@@ -9,8 +9,8 @@ stretched no more than that: the convex problem
 
     min ½‖p − t‖²  subject to  ‖p_i − p_j‖ ≤ (1 + ε)·L_ij for every edge,
 
-solved as a penalty ½μ·Σ max(0, ‖p_i − p_j‖ − (1 + ε)·L_ij)² tightened over a few rounds of
-L-BFGS. Its distance from the key says how close the cloth can come by stretching as it does.
+solved as a penalty ½μ·Σ max(0, ‖p_i − p_j‖ − (1 + ε)·L_ij)² tightened over a few rounds, each
+minimized by Newton's method (nearest_within). Its distance from the key says how close the cloth can come by stretching as it does.
 """
 
 from dataclasses import dataclass
@@ -51,8 +51,8 @@ class KeyReach:
     closest: tuple
     vertex_excess: np.ndarray
     reachable: bool
-    inside: dict = None
-    vertex_inside: np.ndarray = None
+    inside: dict
+    vertex_inside: np.ndarray
 
 
 def edge_strains(x, edges, rest_lengths):

@@ -30,6 +30,7 @@ import numpy as np
 
 from ..contact.penalty import StepLag
 from ..model import fields
+from ..model.scene import frame_weights
 from ..numerics.threads import one_blas_thread
 from ..numerics.timing import timed
 from ..solver.integrator import StepModel, pcg, precise_solve
@@ -255,11 +256,6 @@ def _steps_to_frames(g_steps, sub):
     frames = (len(g_steps) - 1) // sub
     out = np.zeros((frames + 1,) + g_steps.shape[1:])
     for s, g in enumerate(g_steps):
-        f, r = divmod(s, sub)
-        if r == 0:
-            out[f] += g
-        else:
-            w = r / sub
-            out[f] += (1 - w) * g
-            out[f + 1] += w * g
+        for f, weight in frame_weights(s, sub):
+            out[f] += weight * g
     return out

@@ -25,13 +25,19 @@ def _array(value, shapes, what):
 SOLVERS = {"newton": 0.0, "linearized": 1e-3}
 
 
-def at_step(frames, s, substeps):
-    """A per-frame quantity (frames+1, ...) after integrator step s, linear between frames."""
+def frame_weights(s, substeps):
+    """The frames integrator step s lies between and their weights: ((f, 1),) on a frame, else
+    ((f, 1 − w), (f + 1, w)) (what at_step blends, and a gradient by the frames spreads over)."""
     f, r = divmod(s, substeps)
     if r == 0:
-        return frames[f]
+        return ((f, 1.0),)
     w = r / substeps
-    return (1 - w) * frames[f] + w * frames[f + 1]
+    return (f, 1 - w), (f + 1, w)
+
+
+def at_step(frames, s, substeps):
+    """A per-frame quantity (frames+1, ...) after integrator step s, linear between frames."""
+    return sum(weight * frames[f] for f, weight in frame_weights(s, substeps))
 
 
 # the largest self distance, in shortest rest edges: pairs within 1.25·self_distance at rest never

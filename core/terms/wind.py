@@ -13,6 +13,7 @@ fᵢ = PRESSURE/3·tᵢ·c/|c| with t = (s + Σs)/4.
 
 import numpy as np
 
+from ..model.scene import at_step, frame_weights
 from .base import Term
 
 # Blender's 0.02 (kg per m² and internal time unit) in SI: its time unit is 1/√1000 s when its
@@ -63,24 +64,17 @@ class WindPressure(Term):
     def add_gradient(self, q, out):
         out -= q[1].force
 
-    def _frames(self, s):
-        """The frames step s's wind is read between, and their weights (Scene.wind_at)."""
-        f, r = divmod(s, self.scene.substeps)
-        w = r / self.scene.substeps
-        return (f, 1 - w), (f + 1, w)
-
     def design_gradient(self, q, lam, out):
         """∂(∇Φ·λ)/∂wind = −Σ_T Σ_k μ_k·c (s_k = (w − v_k)·c), shared between the step's frames."""
         w, s = q[1], q[2]
         m = np.einsum("tkj,tj->tk", lam[self.tris], w.c)
         g = -np.einsum("t,tj->j", _shared(w.scale[:, None] * m).sum(axis=1), w.c)
-        for frame, weight in self._frames(s):
-            if weight:
-                out["wind"][frame] += weight * g
+        for frame, weight in frame_weights(s, self.scene.substeps):  # as Scene.wind_at reads it
+            out["wind"][frame] += weight * g
 
     def design_tangent(self, q, dp, out):
         w, s = q[1], q[2]
-        dwind = sum(weight * dp["wind"][frame] for frame, weight in self._frames(s) if weight)
+        dwind = at_step(dp["wind"], s, self.scene.substeps)
         dt = _shared(np.broadcast_to(w.c @ dwind, (3, len(w.c))).T)
         np.subtract.at(out, self.tris, (w.scale[:, None] * dt)[:, :, None] * w.c[:, None, :])
 
