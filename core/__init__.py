@@ -34,6 +34,7 @@ from .design.reach import KeyReach, key_reach
 from .design.refine import refine
 from .gradients.adjoint import Gradient, value_and_grad
 from .model.cloth import Cloth
+from .model.effectors import Effector, Falloff
 from .model.material import PRESETS as FABRICS
 from .model.material import Fabric
 from .model.mesh import crossing_pairs, grid, triangulate
@@ -46,7 +47,9 @@ __all__ = [
     "PARAM_NAMES",
     "Cloth",
     "ControlForces",
+    "Effector",
     "Fabric",
+    "Falloff",
     "Friction",
     "GlobalStiffness",
     "Goals",

@@ -1,4 +1,4 @@
-"""Wind (core.terms.wind): Blender's pressure on each triangle, along its normal, relative to the
+"""Wind (core.terms.effectors): Blender's pressure on each triangle, along its normal, relative to the
 cloth's velocity; explicit from the step's start, with gradients that match central differences
 and a tangent that pairs with the adjoint, with either solver, over a collider too."""
 
@@ -32,7 +32,7 @@ def test_wind_blows_a_cloth_facing_it_and_not_one_edge_on():
 def test_the_force_is_blenders_pressure():
     """One triangle facing the wind, its corners at rest: each takes a third of 0.02·√1000·A·(w·n̂)·n̂
     (Blender's 0.02 in seconds); a moving corner presses as Blender shares it, (Σp + pᵢ)/4."""
-    from diffcloth.core.terms.wind import _Pressure
+    from diffcloth.core.terms.effectors import _Fields as _Pressure
 
     x = np.array([[0.0, 0, 0], [1.0, 0, 0], [0.0, 0, 1.0]])
     normal = np.cross(x[1] - x[0], x[2] - x[0])

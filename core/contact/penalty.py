@@ -174,8 +174,8 @@ class StepLag:
 
     @staticmethod
     def needed(scene):
-        """Whether a scene's steps need one (meshes, friction, self-contact, wind), else None serves."""
-        return scene.wind is not None or StepLag.contacts(scene)
+        """Whether a scene's steps need one (meshes, friction, self-contact, wind and fields), else None serves."""
+        return scene.wind is not None or bool(scene.effectors) or StepLag.contacts(scene)
 
     @staticmethod
     def contacts(scene):

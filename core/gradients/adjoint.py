@@ -30,7 +30,7 @@ import numpy as np
 
 from ..contact.penalty import StepLag
 from ..model import fields
-from ..model.scene import frame_weights
+from ..model.frames import frame_weights
 from ..numerics.threads import one_blas_thread
 from ..numerics.timing import timed
 from ..solver.integrator import StepModel, pcg, precise_solve

@@ -17,7 +17,7 @@ prediction's change (δx + h·δv, the pins' own).
 import numpy as np
 
 from ..model import fields
-from ..model.scene import at_step
+from ..model.frames import at_step
 from ..numerics.threads import one_blas_thread
 from ..numerics.timing import timed
 from .adjoint import Linearization

@@ -5,39 +5,13 @@ import functools
 import numpy as np
 
 from .cloth import Cloth
+from .effectors import Effector
+from .frames import at_step, checked_array
 from .material import SHEET
 from .mesh import hinge_weights
 
-
-def _array(value, shapes, what):
-    """value as float64 broadcast to the last of `shapes` (the full shape); NaN/inf rejected."""
-    arr = np.array(value, dtype=np.float64)
-    full = shapes[-1]
-    if arr.shape not in shapes:
-        allowed = " or ".join(str(s) for s in shapes)
-        raise ValueError(f"{what} must have shape {allowed}, got {arr.shape}")
-    if not np.isfinite(arr).all():
-        raise ValueError(f"{what} has a NaN or infinite value")
-    return np.array(np.broadcast_to(arr, full))
-
-
 # the solvers and their default contact smoothing (m)
 SOLVERS = {"newton": 0.0, "linearized": 1e-3}
-
-
-def frame_weights(s, substeps):
-    """The frames integrator step s lies between and their weights: ((f, 1),) on a frame, else
-    ((f, 1 − w), (f + 1, w)) (what at_step blends, and a gradient by the frames spreads over)."""
-    f, r = divmod(s, substeps)
-    if r == 0:
-        return ((f, 1.0),)
-    w = r / substeps
-    return (f, 1 - w), (f + 1, w)
-
-
-def at_step(frames, s, substeps):
-    """A per-frame quantity (frames+1, ...) after integrator step s, linear between frames."""
-    return sum(weight * frames[f] for f, weight in frame_weights(s, substeps))
 
 
 # the largest self distance, in shortest rest edges: pairs within 1.25·self_distance at rest never
@@ -206,7 +180,7 @@ class Goals:
         if np.isin(v, cloth.pinned).any():
             raise ValueError(f"goals: vertex {int(v[np.isin(v, cloth.pinned)][0])} is pinned already")
         if self.path is not None:
-            self.path = _array(self.path, [(scene.steps + 1, len(v), 3)], "goals path")
+            self.path = checked_array(self.path, [(scene.steps + 1, len(v), 3)], "goals path")
         return self
 
     def at(self, scene, s):
@@ -225,7 +199,8 @@ class Scene:
     at every frame (in the order of cloth.pinned), linearly interpolated between frames.
     goals: soft pins (Goals), or None. wind (3,) or per frame (steps+1, 3), linear between frames:
     a wind field's velocity, pressing on each triangle as Blender's Cloth presses it
-    (core.terms.wind), or None.
+    (core.terms.effectors), or None. effectors: Blender's force fields (core.Effector: Wind with
+    falloff, Force, Vortex, Drag), as its Cloth feels them.
     contact_stiffness κ (N/m per kg, i.e. 1/s²) is the colliders' penalty stiffness per unit of
     vertex mass: a vertex of mass m is pushed out with κ·m·depth, so the cloth sinks g/κ under
     its own weight (1e5: 0.1 mm) at any resolution, and the contact is as stiff, relative to the
@@ -275,6 +250,7 @@ class Scene:
         self_friction=0.0,
         goals=None,
         wind=None,
+        effectors=(),
         bounds=True,
     ):
         if not isinstance(cloth, Cloth):
@@ -294,18 +270,20 @@ class Scene:
         if not (tol > 0 and int(max_newton) >= 1):
             raise ValueError("tol must be positive and max_newton at least 1")
         self.steps, self.substeps, self.dt = int(steps), int(substeps), float(dt)
-        self.gravity = _array(gravity, [(3,)], "gravity")
+        self.gravity = checked_array(gravity, [(3,)], "gravity")
         self.colliders = list(colliders)
         for col in self.colliders:
             if col.n_poses() not in (1, self.steps + 1):
                 raise ValueError(f"a moving collider needs one pose per frame ({self.steps + 1}), got {col.n_poses()}")
         self.contact_stiffness = float(contact_stiffness)
         self.contact_thickness = float(contact_thickness)
-        self.x0 = _array(cloth.rest if x0 is None else x0, [(n, 3)], "x0")
-        self.v0 = _array(v0, [(), (3,), (n, 3)], "v0")
-        self.forces = None if forces is None else _array(forces, [(), (3,), (n, 3), (self.steps, n, 3)], "forces")
+        self.x0 = checked_array(cloth.rest if x0 is None else x0, [(n, 3)], "x0")
+        self.v0 = checked_array(v0, [(), (3,), (n, 3)], "v0")
+        self.forces = (
+            None if forces is None else checked_array(forces, [(), (3,), (n, 3), (self.steps, n, 3)], "forces")
+        )
         npin = len(cloth.pinned)
-        self.pin_path = None if pin_path is None else _array(pin_path, [(self.steps + 1, npin, 3)], "pin_path")
+        self.pin_path = None if pin_path is None else checked_array(pin_path, [(self.steps + 1, npin, 3)], "pin_path")
         self.tol, self.max_newton = float(tol), int(max_newton)
         if solver not in SOLVERS:
             raise ValueError(f"solver must be one of {', '.join(map(repr, SOLVERS))}, got {solver!r}")
@@ -330,7 +308,10 @@ class Scene:
         if goals is not None and not isinstance(goals, Goals):
             raise ValueError("goals must be a core.Goals")
         self.goals = None if goals is None else goals.checked(self)
-        self.wind = None if wind is None else _array(wind, [(3,), (self.steps + 1, 3)], "wind")
+        self.wind = None if wind is None else checked_array(wind, [(3,), (self.steps + 1, 3)], "wind")
+        if not all(isinstance(e, Effector) for e in effectors):
+            raise ValueError("effectors must be core.Effector fields")
+        self.effectors = [e.checked(self.steps + 1) for e in effectors]
         if bounds:
             check_bounds(self)
 
@@ -355,6 +336,7 @@ class Scene:
         "self_friction",
         "goals",
         "wind",
+        "effectors",
     )
 
     def replace(self, **changes):

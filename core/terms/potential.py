@@ -9,13 +9,13 @@ from ..model import fields
 from ..numerics.linalg import Coupled
 from .base import Point
 from .contact import ColliderContact
+from .effectors import FieldForces
 from .friction import CoulombFriction
 from .goals import GoalSprings
 from .gravity import Gravity
 from .hinges import HingeBending
 from .self_contact import SelfContact
 from .springs import BendingSprings, Compression, Sewing, Shear, SpringGeometry, Tension
-from .wind import WindPressure
 
 # every term, in the order their contributions are summed: a new term is one class and a line here
 TERMS = (
@@ -26,7 +26,7 @@ TERMS = (
     Sewing,
     HingeBending,
     Gravity,
-    WindPressure,
+    FieldForces,
     GoalSprings,
     ColliderContact,
     CoulombFriction,
