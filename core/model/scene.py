@@ -293,18 +293,7 @@ class Scene:
         if not (np.isfinite(contact_smoothing) and contact_smoothing >= 0):
             raise ValueError(f"contact smoothing must be non-negative, got {contact_smoothing}")
         self.contact_smoothing = float(contact_smoothing)
-        if not (np.isfinite(self_distance) and self_distance >= 0):
-            raise ValueError(f"self distance must be non-negative (0: no self-collision), got {self_distance}")
-        limit = max_self_distance(cloth)
-        if self_distance > limit:
-            raise ValueError(
-                f"self distance {self_distance:g} m is more than this cloth allows ({limit:.4g} m, twice its "
-                "shortest edge): lower it, or use a coarser mesh"
-            )
-        self.self_distance = float(self_distance)
-        if not (np.isfinite(self_friction) and self_friction >= 0):
-            raise ValueError(f"self friction must be non-negative, got {self_friction}")
-        self.self_friction = float(self_friction)
+        self._set_self_contact(self_distance, self_friction)
         if goals is not None and not isinstance(goals, Goals):
             raise ValueError("goals must be a core.Goals")
         self.goals = None if goals is None else goals.checked(self)
@@ -314,6 +303,20 @@ class Scene:
         self.effectors = [e.checked(self.steps + 1) for e in effectors]
         if bounds:
             check_bounds(self)
+
+    def _set_self_contact(self, self_distance, self_friction):
+        if not (np.isfinite(self_distance) and self_distance >= 0):
+            raise ValueError(f"self distance must be non-negative (0: no self-collision), got {self_distance}")
+        limit = max_self_distance(self.cloth)
+        if self_distance > limit:
+            raise ValueError(
+                f"self distance {self_distance:g} m is more than this cloth allows ({limit:.4g} m, twice its "
+                "shortest edge): lower it, or use a coarser mesh"
+            )
+        self.self_distance = float(self_distance)
+        if not (np.isfinite(self_friction) and self_friction >= 0):
+            raise ValueError(f"self friction must be non-negative, got {self_friction}")
+        self.self_friction = float(self_friction)
 
     _fields = (
         "cloth",
