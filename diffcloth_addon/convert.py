@@ -114,12 +114,12 @@ class _Read:
     meshes: list  # Collision-physics colliders Blender evaluates, read by `readers`
     readers: list[MeshReader]
     warnings: list[str]
+    fields: fields.FieldReader  # the force fields, read at each frame
     poses: dict  # sphere and plane colliders by name: their pose at each frame
     uneven: dict = field(default_factory=dict)  # sphere colliders scaled unevenly: the first frame's warning
     matrices: list = field(default_factory=list)  # the cloth object's world matrix at each frame
     pin_path: list = field(default_factory=list)  # the simulated mesh's pins at each frame
     render_pin_path: list = field(default_factory=list)  # the cloth's own pins at each frame, with a proxy
-    wind: list = field(default_factory=list)  # the Wind fields' velocity at each frame (none: no field)
     goal_path: list = field(default_factory=list)  # the simulated mesh's soft pins' goals at each frame
     render_goal_path: list = field(default_factory=list)  # the cloth's own, with a proxy
     target_pos: dict = field(default_factory=dict)  # frame: (target name, world positions)
@@ -300,14 +300,14 @@ def _read(context, cloth_obj, targets, target_frames, start, end):
             warnings = _evaluated_only(cloth_obj, colliders, meshes, targets, target_frames, depsgraph)
             readers = [MeshReader(o, mesh_topology(o, depsgraph)[0]) for o in meshes]
             sim = _read_start(cloth_obj, depsgraph, start, warnings)
-            winds, more = fields.wind_fields(scene)
-            read = _Read(sim, colliders, meshes, readers, warnings + more, poses={o.name: [] for o in colliders})
+            reader = fields.FieldReader(scene, cloth_obj.diffcloth, depsgraph)
+            poses = {o.name: [] for o in colliders}
+            read = _Read(sim, colliders, meshes, readers, warnings + reader.warnings, reader, poses=poses)
             for f in range(start, end + 1):
                 scene.frame_set(f)
                 depsgraph = context.evaluated_depsgraph_get()
                 _read_frame(read, cloth_obj, targets, target_frames, f, depsgraph)
-                if winds:  # Blender divides by fps, not fps/fps_base
-                    read.wind.append(fields.wind_at(winds, depsgraph, scene.render.fps))
+                reader.read(depsgraph)
     finally:
         scene.frame_set(original_frame)
     return read
@@ -459,7 +459,8 @@ def _setup(context, cloth_obj, read, targets, target_frames, start, end, need_ta
         solver=cs.solver.lower(),
         self_distance=self_distance(cs, name, sim.cloth),
         self_friction=cs.self_friction * FRICTION_SCALE if cs.use_self_collision else 0.0,
-        wind=cs.wind_weight * np.array(read.wind) if read.wind else None,
+        wind=read.fields.wind(),
+        effectors=read.fields.effectors(),
     )
     core_scene = build_scene(
         name,

@@ -1,58 +1,137 @@
-"""Blender's force fields as the cloth feels them (main thread only): Wind fields, read at every
-frame, as one wind velocity for core.Scene(wind=...); fields DiffCloth does not simulate, or Wind
-settings it does not follow, are named in warnings.
+"""Blender's force fields as the cloth feels them (main thread only): the fields in the scene, or
+in the cloth's effector collection (Field Weights › Effector Collection), read at every frame,
+each scaled by the cloth's Field Weights (All × its type).
 
-A Wind field of strength S blows along its object's Z axis; Blender's cloth takes it as the
-velocity S/fps in its own time unit, 1/√1000 s where its cloth runs in seconds, so S·√1000/fps m/s
-(core.terms.wind carries Blender's pressure over in the same units), times the cloth's Field
-Weights › Wind.
+Wind, Force, Vortex and Drag fields are simulated (core.Effector: Blender's formulas, shapes,
+falloff, Z direction, Flow, Wind Factor); other fields, shapes and settings are named in
+warnings and left out. A Wind field that blows alike everywhere (no falloff, Flow 1, Wind Factor
+1, both Z directions) is the scene's uniform wind, S·√1000/fps m/s along its Z axis (Blender's
+cloth takes the strength S over fps in its time unit, 1/√1000 s in seconds), which Optimize may
+scale (Wind Fields); the others are core effectors, read as they are.
 """
 
 import math
 
 import numpy as np
 
+from .. import core as dc
+from .reading import evaluated
 
-def wind_fields(scene):
-    """The scene's Wind fields, and a warning per other force field or Wind setting that is not
-    simulated (left out, or taken as its default)."""
-    winds, warnings = [], []
-    for o in scene.objects:
-        field = o.field
-        if field is None or field.type == "NONE":
-            continue
-        if field.type != "WIND":
-            warnings.append(
-                f"force field '{o.name}' ({field.type.title()}) is ignored: DiffCloth simulates Wind fields only"
-            )
-            continue
-        winds.append(o)
-        unfollowed = [
-            name
-            for name, followed in (
-                ("Falloff Power", field.falloff_power == 0.0),
-                ("Min Distance", not field.use_min_distance),
-                ("Max Distance", not field.use_max_distance),
-                ("Noise", field.noise == 0.0),
-                ("Flow (taken as 1)", field.flow == 1.0),
-                ("Z Direction (taken as Both)", field.z_direction == "BOTH"),
-            )
-            if not followed
-        ]
-        if unfollowed:
-            warnings.append(
-                f"Wind field '{o.name}': its {', '.join(unfollowed)} not followed (DiffCloth blows a Wind field "
-                "the same everywhere, relative to the cloth's velocity)"
-            )
-    return winds, warnings
+SIMULATED = ("WIND", "FORCE", "VORTEX", "DRAG")
+SHAPES = ("POINT", "LINE", "PLANE")
+WEIGHTS = {"WIND": "wind_weight", "FORCE": "force_weight", "VORTEX": "vortex_weight", "DRAG": "drag_weight"}
 
 
-def wind_at(winds, depsgraph, fps):
-    """The wind velocity (3,) in m/s the fields blow at the frame the depsgraph shows (fps: the
-    scene's frame rate, which Blender divides the strength by)."""
-    total = np.zeros(3)
-    for o in winds:
-        ev = o.evaluated_get(depsgraph)
-        axis = np.array(ev.matrix_world.col[2][:3])
-        total += ev.field.strength * math.sqrt(1000.0) / fps * axis / max(np.linalg.norm(axis), 1e-300)
-    return total
+def _falloff(field):
+    """The field's core.Falloff (None where a distance is not used)."""
+    return dc.Falloff(
+        field.falloff_type,
+        field.falloff_power,
+        field.distance_min if field.use_min_distance else None,
+        field.distance_max if field.use_max_distance else None,
+        field.radial_falloff,
+        field.radial_min if field.use_radial_min else None,
+        field.radial_max if field.use_radial_max else None,
+        field.z_direction,
+    )
+
+
+def _uniform(field):
+    """Whether a Wind field blows alike everywhere, relative to the cloth's velocity."""
+    return (
+        field.type == "WIND"
+        and field.falloff_power == 0.0
+        and not (field.use_max_distance or field.use_min_distance)
+        and (field.falloff_type == "SPHERE" or not (field.use_radial_max or field.use_radial_min))
+        and field.z_direction == "BOTH"
+        and field.flow == 1.0
+        and field.wind_factor == 1.0
+    )
+
+
+def _unfollowed(o):
+    """A warning naming the field's settings DiffCloth leaves out, or None."""
+    field = o.field
+    left = [
+        name
+        for name, followed in (
+            ("Noise", field.noise == 0.0),
+            ("Absorption", not field.use_absorption),
+        )
+        if not followed
+    ]
+    if left:
+        return f"{field.type.title()} field '{o.name}': its {', '.join(left)} not followed"
+    return None
+
+
+class FieldReader:
+    """The fields acting on a cloth (its settings cs; those Blender evaluates at the depsgraph),
+    read frame by frame (`read`), then as the scene's uniform wind (`wind`) and core effectors
+    (`effectors`)."""
+
+    def __init__(self, scene, cs, depsgraph):
+        self.cs, self.fps, self.warnings = cs, scene.render.fps, []  # Blender divides by fps, not fps/fps_base
+        pool = cs.effector_collection.all_objects if cs.effector_collection else scene.objects
+        self.winds, self.fields = [], []
+        for o in pool:
+            field = o.field
+            if field is None or field.type == "NONE" or not evaluated(o, depsgraph):  # as Blender's relations
+                continue
+            if field.type not in SIMULATED or field.shape not in SHAPES:
+                what = field.type.title() if field.type not in SIMULATED else f"{field.shape.title()} shape"
+                self.warnings.append(
+                    f"force field '{o.name}' ({what}) is ignored: DiffCloth simulates Wind, Force, Vortex and Drag "
+                    "fields of Point, Line or Plane shape"
+                )
+                continue
+            if self._weight(field.type) == 0.0 or not field.apply_to_location:  # it moves nothing, as in Blender
+                continue
+            (self.winds if _uniform(field) else self.fields).append(o)
+            if (warning := _unfollowed(o)) is not None:
+                self.warnings.append(warning)
+        self.wind_frames, self.frames = [], {o.name: [] for o in self.fields}
+
+    def _weight(self, kind):
+        return self.cs.all_weight * getattr(self.cs, WEIGHTS[kind])
+
+    def read(self, depsgraph):
+        """Read every field at the frame the depsgraph shows."""
+        total = np.zeros(3)
+        for o in self.winds:
+            ev = o.evaluated_get(depsgraph)
+            axis = np.array(ev.matrix_world.col[2][:3])
+            total += ev.field.strength * math.sqrt(1000.0) / self.fps * axis / max(np.linalg.norm(axis), 1e-300)
+        self.wind_frames.append(total * self._weight("WIND"))
+        for o in self.fields:
+            ev = o.evaluated_get(depsgraph)
+            m = ev.matrix_world
+            self.frames[o.name].append((m.translation[:], m.col[2][:3], ev.field.strength))
+
+    def wind(self):
+        """The uniform wind per frame (frames, 3), or None where no Wind field blows alike."""
+        return np.array(self.wind_frames) if self.winds else None
+
+    def effectors(self):
+        """The other fields as core.Effector, their place, axis and strength per frame."""
+        out = []
+        for o in self.fields:
+            field = o.field
+            origin, axis, strength = (np.array(a) for a in zip(*self.frames[o.name]))
+            out.append(
+                dc.Effector(
+                    field.type,
+                    origin,
+                    axis,
+                    strength,
+                    shape=field.shape,
+                    flow=field.flow,
+                    damping=field.quadratic_drag,  # Blender's Drag: f_damp, linear in the speed (effect.cc)
+                    falloff=_falloff(field),
+                    wind_factor=field.wind_factor,
+                    gravitation=field.use_gravity_falloff,
+                    weight=self._weight(field.type),
+                    fps=self.fps,
+                )
+            )
+        return out

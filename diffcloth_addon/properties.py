@@ -49,6 +49,19 @@ def _use(what):
     )
 
 
+def _field_weight(name, fields):
+    """A Field Weights factor, as Blender's Cloth › Field Weights › name."""
+    return dict(
+        name=name,
+        description=f"The share of {fields} that acts on the cloth, as Blender's Cloth › Field Weights › {name}",
+        default=1.0,
+        min=-200.0,
+        max=200.0,
+        soft_min=0.0,
+        soft_max=1.0,
+    )
+
+
 class DiffClothObjectSettings(bpy.types.PropertyGroup):
     role: EnumProperty(name="Role", items=ROLES, default="NONE", description="What this object is to DiffCloth")
     # cloth
@@ -238,15 +251,16 @@ class DiffClothObjectSettings(bpy.types.PropertyGroup):
         soft_min=0.0,
         soft_max=1.0,
     )
-    wind_weight: FloatProperty(
-        name="Wind",
-        description="How much of the scene's Wind force fields acts on the cloth, as Blender's Cloth › "
-        "Field Weights › Wind",
-        default=1.0,
-        min=-200.0,
-        max=200.0,
-        soft_min=0.0,
-        soft_max=1.0,
+    all_weight: FloatProperty(**_field_weight("All", "every force field (times its own weight)"))
+    force_weight: FloatProperty(**_field_weight("Force", "the scene's Force fields"))
+    vortex_weight: FloatProperty(**_field_weight("Vortex", "the scene's Vortex fields"))
+    wind_weight: FloatProperty(**_field_weight("Wind", "the scene's Wind fields"))
+    drag_weight: FloatProperty(**_field_weight("Drag", "the scene's Drag fields"))
+    effector_collection: PointerProperty(
+        name="Effector Collection",
+        type=bpy.types.Collection,
+        description="Only the force fields in this collection act on the cloth (none: every field in the scene), "
+        "as Blender's Cloth › Field Weights › Effector Collection",
     )
     substeps: IntProperty(name="Substeps", description="Implicit Euler steps per frame", default=1, min=1, max=64)
     contact_stiffness: FloatProperty(

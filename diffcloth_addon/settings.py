@@ -190,7 +190,10 @@ def params_from_settings(settings, setup):
         params.append(dc.Wind(strength * dt, change / dt))
     if settings.opt_wind_fields:
         if setup.scene.wind is None:
-            raise InputError("Wind Fields: the scene has no Wind force field blowing on the cloth")
+            raise InputError(
+                "Wind Fields: no Wind force field blows alike over the cloth (one with falloff, or Flow or Wind "
+                "Factor other than 1, is simulated as it is, not optimized)"
+            )
         params.append(dc.WindStrength())
     if not params:
         raise InputError("nothing to optimize: tick at least one quantity under 'Optimize'")

@@ -172,8 +172,10 @@ class DIFFCLOTH_PT_cloth_field_weights(_RolePanel):
 
     def draw(self, context):
         layout = _split(self.layout)
-        layout.prop(context.object.diffcloth, "gravity_weight")
-        layout.prop(context.object.diffcloth, "wind_weight")
+        cs = context.object.diffcloth
+        layout.prop(cs, "effector_collection")
+        for key in ("gravity_weight", "all_weight", "force_weight", "vortex_weight", "wind_weight", "drag_weight"):
+            layout.prop(cs, key)
         if not context.scene.use_gravity:
             layout.label(text="Scene › Gravity is off", icon="INFO")
 

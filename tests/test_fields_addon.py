@@ -1,0 +1,98 @@
+"""Blender's Force, Vortex and Drag fields, and Wind with falloff, through the add-on: read at
+every frame (place, axis, animated strength), with the cloth's Field Weights (All × the type) and
+Effector Collection, simulated by the operators (the evaluated mesh moves)."""
+
+import math
+
+import numpy as np
+import pytest
+
+bpy = pytest.importorskip("bpy")
+
+from test_addon import evaluated, grid_cloth  # noqa: E402
+
+
+def gather(context):
+    from diffcloth.diffcloth_addon import convert
+
+    return convert.gather(context, need_targets=False)
+
+
+def field(kind, location=(0.0, 0.0, 0.0), strength=1.0):
+    bpy.ops.object.effector_add(type=kind, location=location)
+    obj = bpy.context.active_object
+    obj.field.strength = strength
+    return obj
+
+
+def bake_at(context, cloth, frame):
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    context.scene.frame_set(frame)
+    out = evaluated(cloth)
+    bpy.ops.diffcloth.clear_bake()
+    context.scene.frame_set(context.scene.frame_start)
+    return out
+
+
+def test_a_force_field_read_at_every_frame_pushes_the_cloth(blank):
+    scene = blank.scene
+    scene.frame_start, scene.frame_end = 1, 9
+    cloth = grid_cloth(n=7, fabric=True, pins=False)
+    still = bake_at(blank, cloth, 9)
+    force = field("FORCE", location=(0.0, 0.0, -0.3), strength=2.0)
+    force.keyframe_insert("location", frame=1)
+    force.keyframe_insert("field.strength", frame=1)
+    force.location.x, force.field.strength = 0.1, 6.0
+    force.keyframe_insert("location", frame=9)
+    force.keyframe_insert("field.strength", frame=9)
+    force.field.falloff_power, force.field.use_max_distance, force.field.distance_max = 1.0, True, 3.0
+    setup = gather(blank)
+    assert setup.warnings == [] and setup.scene.wind is None
+    (eff,) = setup.scene.effectors
+    assert eff.kind == "FORCE" and eff.falloff.power == 1.0 and eff.falloff.far == pytest.approx(3.0)
+    assert eff.strength[0] == pytest.approx(2.0) and eff.strength[-1] == pytest.approx(6.0)
+    assert np.allclose(eff.origin[[0, -1]], [[0.0, 0, -0.3], [0.1, 0, -0.3]], atol=1e-6)
+    assert eff.fps == scene.render.fps
+    pushed = bake_at(blank, cloth, 9)
+    assert (pushed - still)[:, 2].mean() > 0.005  # away from the field below
+    cloth.diffcloth.all_weight, cloth.diffcloth.force_weight = 0.5, 0.4
+    assert gather(blank).scene.effectors[0].weight == pytest.approx(0.2)  # All × Force
+    cloth.diffcloth.force_weight = 0.0
+    assert gather(blank).scene.effectors == []
+
+
+def test_vortex_drag_and_a_wind_with_falloff_are_effectors(blank):
+    scene = blank.scene
+    scene.frame_start, scene.frame_end = 1, 7
+    cloth = grid_cloth(n=6, fabric=True)
+    vortex = field("VORTEX", strength=2.0)
+    drag = field("DRAG", strength=0.5)
+    drag.field.quadratic_drag = 0.3
+    wind = field("WIND", strength=3.0)
+    wind.rotation_euler = (-math.pi / 2, 0.0, 0.0)
+    wind.field.use_max_distance, wind.field.distance_max = True, 2.0
+    setup = gather(blank)
+    assert setup.scene.wind is None  # the wind has falloff: an effector, not the uniform wind
+    kinds = {e.kind: e for e in setup.scene.effectors}
+    assert set(kinds) == {"VORTEX", "DRAG", "WIND"}
+    assert kinds["DRAG"].damping == pytest.approx(0.3) and kinds["WIND"].wind_factor == 1.0
+    assert np.allclose(kinds["WIND"].axis[0], [0.0, 1.0, 0.0], atol=1e-6)
+    still = bake_at(blank, cloth, 7)
+    for o in (vortex, drag):
+        o.hide_viewport = True
+    drag.field.apply_to_location = False  # Blender's Affect Location off: the field moves nothing
+    assert {e.kind for e in gather(blank).scene.effectors} == {"WIND"}
+    assert np.abs(bake_at(blank, cloth, 7) - still).max() > 1e-3
+
+
+def test_the_effector_collection_chooses_the_fields(blank):
+    grid_cloth(n=5, fabric=True)
+    field("FORCE", location=(0, 0, -1))
+    chosen = field("VORTEX")
+    collection = bpy.data.collections.new("Fields")
+    blank.scene.collection.children.link(collection)
+    collection.objects.link(chosen)
+    cloth = bpy.data.objects["Cloth"]
+    assert {e.kind for e in gather(blank).scene.effectors} == {"FORCE", "VORTEX"}
+    cloth.diffcloth.effector_collection = collection
+    assert [e.kind for e in gather(blank).scene.effectors] == ["VORTEX"]
