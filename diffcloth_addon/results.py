@@ -99,6 +99,13 @@ def stored_motion(setup, scene):
     return None if motion is None else motion.reshape(scene.n_steps + 1, scene.cloth.n, 3)
 
 
+def per_frame_array(a):
+    """An array per frame (or integrator step) as stored: float32, as Blender's point cache and
+    shape keys keep positions (half a double array; rounding 10⁻⁷ of the value, far below what a
+    run's start guess or a control force needs)."""
+    return np.asarray(a, dtype=np.float32).ravel()
+
+
 def replace_property(owner, key, value):
     """owner[key] = value as a new ID property: assigning an array over an existing array property
     writes into it in place without resizing it (bpy 4.2 and 5.2), leaving a stale tail behind a
@@ -108,7 +115,7 @@ def replace_property(owner, key, value):
 
 
 def store_motion(setup, step_x, solver):
-    replace_property(setup.cloth_obj, MOTION_KEY, np.asarray(step_x, dtype=np.float64).ravel())
+    replace_property(setup.cloth_obj, MOTION_KEY, per_frame_array(step_x))
     setup.cloth_obj[MOTION_SOLVER_KEY] = solver
 
 
@@ -125,7 +132,8 @@ def baked_solver(cloth):
 
 def store_result(setup, result):
     """Keep the optimized design on the cloth, apart from the artist's settings (Apply copies the
-    stiffness over): arrays as Blender's compact double arrays, saved in the .blend."""
+    stiffness over): arrays as Blender's compact arrays, saved in the .blend (per-frame ones in
+    float32)."""
     sc = result.scene
     stored = {
         "k_tension": sc.cloth.k_tension,
@@ -146,13 +154,13 @@ def store_result(setup, result):
     if sc.cloth.own_compression is not None:
         stored["k_compression"] = sc.cloth.own_compression
     if sc.forces is not None:
-        stored["forces"] = sc.forces.ravel()
+        stored["forces"] = per_frame_array(sc.forces)
     if sc.wind is not None and np.any(setup.scene.wind):  # Wind Fields: the factor on their strength
         stored["wind_scale"] = float(np.sum(sc.wind * setup.scene.wind) / np.sum(setup.scene.wind**2))
     if sc.pin_path is not None:  # moved pins, as offsets from the cloth object's own path
         offset = sc.pin_path - setup.scene.pin_frames
         if np.any(offset):
-            stored["pin_offset"] = offset.ravel()
+            stored["pin_offset"] = per_frame_array(offset)
     # per keyframe (scene frame): mean and largest distance (m) before, then after
     stored["keyframes"] = {str(f + setup.start): list(d) for f, d in result.keyframes.items()}
     if getattr(result, "refined", False):  # the cloth itself with the proxy's design: where Refine started
