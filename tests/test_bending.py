@@ -76,7 +76,7 @@ def test_folding_one_hinge(theta):
     area = 0.5 * 1.2 * (0.8 + 0.5)
     assert hb.energy(bend) == pytest.approx(0.5 * 2.0 / area * (2 * 1.2 * np.sin(theta / 2)) ** 2, rel=1e-12)
     # the weights are intrinsic: a mesh folded at rest gets the same ones, so its rest shape is
-    # not free of energy (the model takes the rest shape as flat)
+    # not free of energy in this term alone (core.terms.rest_angles bends it about its rest angle)
     rest_folded = HingeBending(folded, cloth.hinges, 2.0, 4)
     assert np.allclose(rest_folded.w, hb.w, rtol=1e-12)
     assert rest_folded.energy(rest_folded.bend(folded)) == pytest.approx(hb.energy(bend), rel=1e-12)

@@ -1,8 +1,19 @@
 """The cloth: rest mesh, springs, hinges, masses, stiffness, damping and pins."""
 
+import functools
+
 import numpy as np
 
-from .mesh import bending_springs, check_mesh, edges, lumped_masses, polygon_of_triangles, shear_mask, triangulate
+from .mesh import (
+    bending_springs,
+    check_mesh,
+    edges,
+    hinge_rest_angles,
+    lumped_masses,
+    polygon_of_triangles,
+    shear_mask,
+    triangulate,
+)
 
 # bending models and their default stiffness: a rigidity in N·m for hinges, N/m per bending spring
 BENDING_DEFAULTS = {"hinge": 1e-4, "springs": 0.1}
@@ -37,9 +48,12 @@ class Cloth:
     c (1/s): f = -c·m·v. pinned lists vertex indices whose positions are prescribed. fabric: the
     Fabric the arguments came from (Fabric.cloth), so that messages name its settings; replace()
     drops it. shrink: per-vertex factors (n,) that scale the springs' rest lengths by √(sᵢsⱼ), as
-    Blender's Shrinking does (None: as modelled; hinges keep their flat rest). sewing: vertex
+    Blender's Shrinking does (None: as modelled; hinges keep their rest angles). sewing: vertex
     pairs (S,2) pulled together by zero-length springs of k_sewing (N/m, per pair; None: the mean
     k_tension), their force capped at sewing_force (N; 0: none), as Blender's sewing springs.
+    rest_angles: hinges bend about the rest mesh's own dihedral angles (core.terms.rest_angles),
+    so a collar or a sleeve modelled round keeps its shape, as Blender's Cloth keeps it; False:
+    about flat, the quadratic model's own (a curved rest then carries bending energy).
     """
 
     def __init__(
@@ -60,6 +74,7 @@ class Cloth:
         sewing=None,
         k_sewing=None,
         sewing_force=0.0,
+        rest_angles=True,
     ):
         if bending not in BENDING_DEFAULTS:
             raise ValueError(f"bending must be one of {', '.join(map(repr, BENDING_DEFAULTS))}, got {bending!r}")
@@ -114,7 +129,18 @@ class Cloth:
             raise ValueError("every vertex is pinned: nothing to simulate")
         self.pinned = pinned
         self.fabric = fabric
+        self.rest_angles = bool(rest_angles)
         self._sew(sewing, k_sewing, sewing_force)
+
+    @functools.cached_property
+    def curved_hinges(self):
+        """The hinges bent at rest that bend about their rest angle (mesh.hinge_rest_angles: their
+        indices, β̄, cos²(θ̄/2), triangle scales), or None: hinge bending about the rest shape's own
+        angles where rest_angles, and some hinge is not flat at rest."""
+        if self.bending != "hinge" or not self.rest_angles:
+            return None
+        curved = hinge_rest_angles(self.rest, self.hinges)
+        return curved if len(curved[0]) else None
 
     def _sew(self, sewing, k_sewing, sewing_force):
         """The sewing pairs, their stiffness and force cap, checked (see the class)."""
@@ -211,6 +237,7 @@ class Cloth:
             sewing=self.sewing_edges,
             k_sewing=self.k_sewing,
             sewing_force=self.sewing_force,
+            rest_angles=self.rest_angles,
         )
         if changes.get("bending", self.bending) != self.bending:
             args["k_bending"] = None

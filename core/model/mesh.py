@@ -216,3 +216,26 @@ def hinge_weights(rest, hinges):
     w = np.stack([np.zeros_like(a0), -(a0 + b0), a0 + a1, b0 + b1], axis=1)
     w[:, 0] = -w[:, 1:].sum(axis=1)  # Σwᵢ = 0 exactly: rigid translations cost nothing
     return w, 0.5 * (twice_a + twice_b)
+
+
+# a hinge within this of flat at rest (|β̄| over its edge's length: about the rest angle in
+# radians over 2) bends about flat: the rest-angle term would add only rounding
+FLAT_REST = 1e-9
+
+
+def hinge_rest_angles(rest, hinges):
+    """What bending each hinge about its rest angle needs, for the hinges not flat at rest:
+    their indices (C,), β̄ with Σwᵢx̄ᵢ = β̄·m̄ (w: hinge_weights; m̄ = n̄₁ + n̄₂ the sum of the two
+    triangles' rest unit normals, to which Σwx̄ is parallel, its flat development being folded),
+    cos²(θ̄/2) = |m̄|²/4, and 1/(2Ā) of the triangles (x0,x1,x2) and (x1,x0,x3), (C,2), which
+    scale their normals' cross products to m."""
+    w, _ = hinge_weights(rest, hinges)
+    x0, x1, x2, x3 = (rest[hinges[:, i]] for i in range(4))
+    n1, n2 = np.cross(x1 - x0, x2 - x0), np.cross(x0 - x1, x3 - x1)
+    scale = 1.0 / np.stack([np.linalg.norm(n1, axis=1), np.linalg.norm(n2, axis=1)], axis=1)
+    m = n1 * scale[:, :1] + n2 * scale[:, 1:]
+    mm = np.einsum("ij,ij->i", m, m)
+    bend = np.einsum("hi,hij->hj", w[:, 1:], np.stack([x1 - x0, x2 - x0, x3 - x0], axis=1))
+    beta = np.einsum("ij,ij->i", bend, m) / np.maximum(mm, 1e-300)
+    curved = np.flatnonzero(np.abs(beta) > FLAT_REST * np.linalg.norm(x1 - x0, axis=1))
+    return curved, beta[curved], mm[curved] / 4.0, scale[curved]

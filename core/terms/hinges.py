@@ -29,10 +29,12 @@ class HingeBending(Term):
 
     fields = ("k_bending",)
 
-    def __init__(self, rest, hinges, k, n, pot=None):
+    def __init__(self, rest, hinges, k, n, pot=None, curved=None):
         w, area = hinge_weights(rest, hinges)
         self.hinges, self.w = hinges, w
         self.unit = 1.0 / area  # c/k
+        if curved is not None:  # hinges bent at rest: c′ = c·cos²(θ̄/2) (core.terms.rest_angles)
+            self.unit[curved[0]] *= curved[2]
         self.c = k * self.unit
         rows = np.repeat(np.arange(len(hinges)), 4)
         self.weights_t = sp.csr_matrix((w.ravel(), (hinges.ravel(), rows)), shape=(n, len(hinges)))
@@ -52,7 +54,9 @@ class HingeBending(Term):
     @classmethod
     def build(cls, pot):
         cloth = pot.scene.cloth
-        return [cls(cloth.rest, cloth.hinges, cloth.k_bending, cloth.n, pot)] if cloth.bending == "hinge" else []
+        if cloth.bending != "hinge":
+            return []
+        return [cls(cloth.rest, cloth.hinges, cloth.k_bending, cloth.n, pot, cloth.curved_hinges)]
 
     def bend(self, y):
         """Σᵢ wᵢyᵢ = Σᵢ wᵢ(yᵢ − y₀) per hinge (H,3): from the edge vectors, whose rounding scales

@@ -14,6 +14,7 @@ from .friction import CoulombFriction
 from .goals import GoalSprings
 from .gravity import Gravity
 from .hinges import HingeBending
+from .rest_angles import RestAngles
 from .self_contact import SelfContact
 from .springs import BendingSprings, Compression, Sewing, Shear, SpringGeometry, Tension
 
@@ -25,6 +26,7 @@ TERMS = (
     BendingSprings,
     Sewing,
     HingeBending,
+    RestAngles,
     Gravity,
     FieldForces,
     GoalSprings,
