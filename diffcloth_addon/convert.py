@@ -14,6 +14,7 @@ from . import fields, proxy
 from .colliders import FRICTION_SCALE, MeshReader, collision_objects
 from .errors import NO_KEYS, NO_TARGETS, InputError
 from .reading import (
+    BAKE_PREFIX,
     ModifiersOff,
     OwnKeysMuted,
     check_cloth_object,
@@ -83,8 +84,8 @@ class _Simulated:
     """The cloth at the start frame: the mesh simulated (the cloth's own, or its proxy's) and the
     cloth's own, the render mesh, which targets pose and the bake shows."""
 
-    cloth: dc.Cloth
-    verts: np.ndarray  # world vertices of the simulated mesh
+    cloth: dc.Cloth  # its rest: the mesh at the start frame, or the Rest Shape Key
+    verts: np.ndarray  # world vertices of the simulated mesh at the start frame
     local_co: np.ndarray  # its vertices in the cloth object's space
     pins: np.ndarray
     goal: np.ndarray  # per vertex, its soft pin's weight (reading.pin_weights)
@@ -376,12 +377,33 @@ def _read_start(cloth_obj, depsgraph, start, warnings):
         goal = goal[nearest]
         goal[pins] = 0.0
         verts, faces = to_world(local_co, start_mw), np.arange(len(tris))
+    rest = verts if not cs.rest_shape_key else _rest_shape(cloth_obj, depsgraph, carried or embedding is not None)
     try:
-        cloth = build_cloth(cs, verts, tris, pins, polygons, factors, sewing)
+        cloth = build_cloth(cs, rest, tris, pins, polygons, factors, sewing)
     except ValueError as err:  # core's triangle k as the artist's face (Blender's face index)
         message = re.sub(r"\btriangle (\d+)", lambda m: f"face {faces[int(m.group(1))]}", str(err))
         raise InputError(f"cloth '{name}': {message}") from None
     return _Simulated(cloth, verts, local_co, pins, goal, carried, embedding=embedding, **render)
+
+
+def _rest_shape(cloth_obj, depsgraph, unsupported):
+    """The cloth's Rest Shape Key in world space at the start frame, refused by name where it
+    is missing or the cloth is carried by modifiers or simulated on a simulation mesh."""
+    cs, name = cloth_obj.diffcloth, cloth_obj.name
+    keys = cloth_obj.data.shape_keys
+    key = None if keys is None else keys.key_blocks.get(cs.rest_shape_key)
+    if key is None:
+        raise InputError(f"cloth '{name}': its Rest Shape Key '{cs.rest_shape_key}' is not one of its shape keys")
+    if key.name.startswith(BAKE_PREFIX):
+        raise InputError(f"cloth '{name}': its Rest Shape Key '{key.name}' is DiffCloth's bake: choose a key of yours")
+    if unsupported:
+        raise InputError(
+            f"cloth '{name}': a Rest Shape Key is not followed on a cloth carried by modifiers or simulated on a "
+            "Simulation Mesh for now: clear Rest Shape Key"
+        )
+    co = np.empty(len(key.data) * 3)
+    key.data.foreach_get("co", co)
+    return to_world(co.reshape(-1, 3), np.array(cloth_obj.evaluated_get(depsgraph).matrix_world))
 
 
 def _read_frame(read, cloth_obj, targets, target_frames, f, depsgraph):
@@ -465,6 +487,7 @@ def _setup(context, cloth_obj, read, targets, target_frames, start, end, need_ta
     core_scene = build_scene(
         name,
         sim.cloth,
+        x0=sim.verts,  # the mesh at the start frame, whatever the rest (a Rest Shape Key)
         pin_path=_pin_path(read.pin_path, sim.pins),
         goals=_goals(cs, sim.cloth, sim.goal, read.goal_path),
         **common,

@@ -215,6 +215,12 @@ class DiffClothObjectSettings(bpy.types.PropertyGroup):
         max=0.99,
         soft_min=-1.0,
     )
+    rest_shape_key: StringProperty(
+        name="Rest Shape Key",
+        description="The shape key whose shape is the cloth's rest (its springs' lengths and its bending angles), "
+        "the cloth starting as the mesh is, as Blender's Cloth › Shape › Rest Shape Key (none: the mesh at the "
+        "start frame)",
+    )
     shrink_max: FloatProperty(
         name="Max Shrinking",
         description="The shrinking at weight 1 of the Shrinking Group (at least the Shrinking Factor)",
