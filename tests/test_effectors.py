@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from test_gradients import F, make_scene
 from test_tangent import paired
+from test_wind import check_start_gradients
 
 import diffcloth.core as dc
 from diffcloth.core.model.effectors import field_vectors
@@ -90,24 +91,7 @@ def test_a_force_field_pushes_away_and_a_drag_slows_the_fall():
 
 @pytest.mark.parametrize("kind", ["smooth", "sphere", "linearized_smooth", "linearized_sphere"])
 def test_gradients_through_fields_match_central_differences(kind):
-    scene = make_scene(kind).replace(effectors=fields())
-    rng = np.random.default_rng(2)
-    traj = dc.simulate(scene)
-    loss = dc.KeyframeLoss({F: traj.x[F] + 0.02 * rng.normal(size=traj.x[F].shape)})
-    _, grad = dc.value_and_grad(scene, loss)
-    for name, index in (("x0", (7, 2)), ("x0", (12, 0)), ("v0", (9, 1)), ("v0", (20, 2))):
-        base = getattr(scene, name)
-        d = np.zeros_like(base)
-        d[index] = 1e-6
-        fd = (
-            loss(dc.simulate(scene.replace(**{name: base + d}))) - loss(dc.simulate(scene.replace(**{name: base - d})))
-        ) / 2e-6
-        assert abs(getattr(grad, name)[index] - fd) <= 1e-4 * abs(fd) + 1e-9, (
-            name,
-            index,
-            getattr(grad, name)[index],
-            fd,
-        )
+    check_start_gradients(make_scene(kind).replace(effectors=fields()))
 
 
 @pytest.mark.parametrize("solver", ["newton", "linearized"])
