@@ -1,6 +1,8 @@
 """A hanging cloth in Blender's force fields, DiffCloth against Blender's Cloth in the same units
 and the same field: how far each field pushes it (the mean displacement at the last frame against
-the same cloth without the field, along Blender's mean displacement), and the time each takes.
+the same cloth without the field, along Blender's mean displacement; and the root mean square of
+each vertex's displacement, which compares a Turbulence, whose noise pattern is not Blender's),
+and the time each takes.
 
     .envs/py311-bpy4.2/bin/python benchmarks/fields.py [--cases wind force ...] [--sides 20] [--falling]
 
@@ -42,6 +44,7 @@ CASES = {
     "drag": ("DRAG", (0.0, 0.0, 0.0), (0, 0, 0), 1.0, {"quadratic_drag": 1.0}),
     "drag_linear": ("DRAG", (0.0, 0.0, 0.0), (0, 0, 0), 0.0, {"quadratic_drag": 1.0}),
     "wind_flow": ("WIND", (0.0, 0.0, 0.0), (0, 0, 0), 1e-6, {}),  # Flow 1 alone: drag along the normals
+    "turbulence": ("TURBULENCE", (0.0, 0.0, 0.0), (0, 0, 0), 10.0, {"size": 0.3}),
 }
 
 
@@ -130,11 +133,14 @@ def main():
             moved = x - calm["blender"]
             along = moved.mean(axis=0) / np.linalg.norm(moved.mean(axis=0))
             pushed = {"blender": float((moved @ along).mean())}
+            rms = {"blender": float(np.sqrt((moved**2).sum(axis=1).mean()))}
             wind, effectors = read_fields(side, case)
             for solver in ("linearized", "newton"):
                 x, row[f"{solver}_s"] = diffcloth(side, solver, falling, wind, effectors)
                 pushed[solver] = float(((x - calm[solver]) @ along).mean())
+                rms[solver] = float(np.sqrt(((x - calm[solver]) ** 2).sum(axis=1).mean()))
             row.update({f"{k}_push_mm": round(v * 1e3, 1) for k, v in pushed.items()})
+            row.update({f"{k}_rms_mm": round(v * 1e3, 1) for k, v in rms.items()})
             row.update({f"{k}_vs_blender": round(pushed[k] / pushed["blender"], 2) for k in ("linearized", "newton")})
             print(json.dumps({k: round(v, 2) if isinstance(v, float) else v for k, v in row.items()}), flush=True)
     EXT.unregister()

@@ -2,9 +2,10 @@
 in the cloth's effector collection (Field Weights › Effector Collection), read at every frame,
 each scaled by the cloth's Field Weights (All × its type).
 
-Wind, Force, Vortex and Drag fields are simulated (core.Effector: Blender's formulas, shapes,
-falloff, Z direction, Flow, Wind Factor); other fields, shapes and settings are named in
-warnings and left out. A Wind field that blows alike everywhere (no falloff, Flow 1, Wind Factor
+Wind, Force, Vortex, Drag and Turbulence fields are simulated (core.Effector: Blender's formulas,
+shapes, falloff, Z direction, Flow, Wind Factor; Turbulence's noise of the same size and strength,
+not its pattern, which a warning says); other fields, shapes and settings are named in warnings
+and left out. A Wind field that blows alike everywhere (no falloff, Flow 1, Wind Factor
 1, both Z directions) is the scene's uniform wind, S·√1000/fps m/s along its Z axis (Blender's
 cloth takes the strength S over fps in its time unit, 1/√1000 s in seconds), which Optimize may
 scale (Wind Fields); the others are core effectors, read as they are.
@@ -17,9 +18,15 @@ import numpy as np
 from .. import core as dc
 from .reading import evaluated
 
-SIMULATED = ("WIND", "FORCE", "VORTEX", "DRAG")
+SIMULATED = ("WIND", "FORCE", "VORTEX", "DRAG", "TURBULENCE")
 SHAPES = ("POINT", "LINE", "PLANE")
-WEIGHTS = {"WIND": "wind_weight", "FORCE": "force_weight", "VORTEX": "vortex_weight", "DRAG": "drag_weight"}
+WEIGHTS = {
+    "WIND": "wind_weight",
+    "FORCE": "force_weight",
+    "VORTEX": "vortex_weight",
+    "DRAG": "drag_weight",
+    "TURBULENCE": "turbulence_weight",
+}
 
 
 def _falloff(field):
@@ -60,6 +67,8 @@ def _unfollowed(o):
         )
         if not followed
     ]
+    if field.type == "TURBULENCE":
+        left.append("noise pattern (DiffCloth's turbulence has the same size and strength, not Blender's pattern)")
     if left:
         return f"{field.type.title()} field '{o.name}': its {', '.join(left)} not followed"
     return None
@@ -81,8 +90,8 @@ class FieldReader:
             if field.type not in SIMULATED or field.shape not in SHAPES:
                 what = field.type.title() if field.type not in SIMULATED else f"{field.shape.title()} shape"
                 self.warnings.append(
-                    f"force field '{o.name}' ({what}) is ignored: DiffCloth simulates Wind, Force, Vortex and Drag "
-                    "fields of Point, Line or Plane shape"
+                    f"force field '{o.name}' ({what}) is ignored: DiffCloth simulates Wind, Force, Vortex, Drag and "
+                    "Turbulence fields of Point, Line or Plane shape"
                 )
                 continue
             if self._weight(field.type) == 0.0 or not field.apply_to_location:  # it moves nothing, as in Blender
@@ -130,6 +139,8 @@ class FieldReader:
                     falloff=_falloff(field),
                     wind_factor=field.wind_factor,
                     gravitation=field.use_gravity_falloff,
+                    size=field.size,
+                    global_coords=field.use_global_coords,
                     weight=self._weight(field.type),
                     fps=self.fps,
                 )

@@ -261,6 +261,7 @@ class DiffClothObjectSettings(bpy.types.PropertyGroup):
     force_weight: FloatProperty(**_field_weight("Force", "the scene's Force fields"))
     vortex_weight: FloatProperty(**_field_weight("Vortex", "the scene's Vortex fields"))
     wind_weight: FloatProperty(**_field_weight("Wind", "the scene's Wind fields"))
+    turbulence_weight: FloatProperty(**_field_weight("Turbulence", "the scene's Turbulence fields"))
     drag_weight: FloatProperty(**_field_weight("Drag", "the scene's Drag fields"))
     effector_collection: PointerProperty(
         name="Effector Collection",

@@ -179,7 +179,8 @@ class DIFFCLOTH_PT_cloth_field_weights(_RolePanel):
         layout = _split(self.layout)
         cs = context.object.diffcloth
         layout.prop(cs, "effector_collection")
-        for key in ("gravity_weight", "all_weight", "force_weight", "vortex_weight", "wind_weight", "drag_weight"):
+        weights = ("gravity", "all", "force", "vortex", "wind", "turbulence", "drag")  # Blender's order
+        for key in (f"{w}_weight" for w in weights):
             layout.prop(cs, key)
         if not context.scene.use_gravity:
             layout.label(text="Scene › Gravity is off", icon="INFO")

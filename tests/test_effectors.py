@@ -39,6 +39,7 @@ def fields():
             falloff=dc.Falloff("CONE", power=1.0, radial_power=1.0),
         ),  # fmt: skip
         dc.Effector("FORCE", (0.0, 0.0, 0.5), (0, 0, 1), -1.0, shape="PLANE", wind_factor=0.3),
+        dc.Effector("TURBULENCE", (0.1, 0.2, 0.0), (0, 0, 1), 3.0, size=0.3),
     ]
 
 
@@ -61,6 +62,22 @@ def test_blenders_fields_at_a_vertex():
     out = far.velocity(0, 1, x, v)
     assert np.allclose(out[0], q * 5.0 / 2.0**2 * x[0])  # (1 + r)^-2 at r = 1
     assert np.all(out[1] == 0)  # beyond Max Distance
+
+
+def test_turbulence_is_smooth_noise_in_range():
+    """Improved Perlin noise: zero at lattice points, within [−1, 1], C¹ (its complex-step
+    derivative matches central differences, across cells too); Blender's turbulence in [0, 1]."""
+    from diffcloth.core.model.effectors import perlin, turbulence
+
+    rng = np.random.default_rng(4)
+    x, y, z = rng.uniform(-5, 5, (3, 2000))
+    noise = perlin(x, y, z)
+    assert np.abs(noise).max() <= 1.0 and noise.std() > 0.1
+    assert np.allclose(perlin(*np.round(rng.uniform(-5, 5, (3, 50)))), 0.0)
+    exact = perlin(x + 1e-30j, y, z).imag / 1e-30
+    assert np.allclose(exact, (perlin(x + 1e-6, y, z) - perlin(x - 1e-6, y, z)) / 2e-6, atol=1e-6)
+    t = turbulence(0.5, x, y, z)
+    assert 0.0 <= t.min() and t.max() <= 1.0
 
 
 def test_the_fields_jacobians_are_exact():

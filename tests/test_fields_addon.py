@@ -85,6 +85,26 @@ def test_vortex_drag_and_a_wind_with_falloff_are_effectors(blank):
     assert np.abs(bake_at(blank, cloth, 7) - still).max() > 1e-3
 
 
+def test_a_turbulence_flutters_the_cloth_and_says_its_pattern_is_not_blenders(blank):
+    scene = blank.scene
+    scene.frame_start, scene.frame_end = 1, 9
+    cloth = grid_cloth(n=7, fabric=True)
+    still = bake_at(blank, cloth, 9)
+    turbulence = field("TURBULENCE", strength=8.0)
+    turbulence.field.size = 0.2
+    setup = gather(blank)
+    (eff,) = setup.scene.effectors
+    assert eff.kind == "TURBULENCE" and eff.size == pytest.approx(0.2)
+    assert setup.warnings == [
+        f"Turbulence field '{turbulence.name}': its noise pattern (DiffCloth's turbulence has the same size and "
+        "strength, not Blender's pattern) not followed"
+    ]
+    moved = np.linalg.norm(bake_at(blank, cloth, 9) - still, axis=1)
+    assert moved.mean() > 1e-3 and moved.std() > 1e-4  # pushed unevenly
+    cloth.diffcloth.turbulence_weight = 0.0
+    assert gather(blank).scene.effectors == []
+
+
 def test_the_effector_collection_chooses_the_fields(blank):
     grid_cloth(n=5, fabric=True)
     field("FORCE", location=(0, 0, -1))

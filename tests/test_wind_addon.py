@@ -58,8 +58,8 @@ def test_fields_and_settings_not_simulated_are_named(blank):
     grid_cloth(n=5, fabric=True)
     wind = wind_field()
     wind.field.noise, wind.field.flow = 0.5, 0.0
-    bpy.ops.object.effector_add(type="TURBULENCE")
-    turbulence = bpy.context.active_object
+    bpy.ops.object.effector_add(type="HARMONIC")
+    harmonic = bpy.context.active_object
     bpy.ops.mesh.primitive_plane_add(location=(0, 0, -2))
     surface = bpy.context.active_object
     bpy.ops.object.forcefield_toggle()  # a Force field on the mesh
@@ -67,10 +67,10 @@ def test_fields_and_settings_not_simulated_are_named(blank):
     warnings = convert().gather(blank, need_targets=False).warnings
     assert warnings == [
         f"Wind field '{wind.name}': its Noise not followed",
-        f"force field '{turbulence.name}' (Turbulence) is ignored: DiffCloth simulates Wind, Force, Vortex and "
-        "Drag fields of Point, Line or Plane shape",
-        f"force field '{surface.name}' (Surface shape) is ignored: DiffCloth simulates Wind, Force, Vortex and "
-        "Drag fields of Point, Line or Plane shape",
+        f"force field '{harmonic.name}' (Harmonic) is ignored: DiffCloth simulates Wind, Force, Vortex, Drag and "
+        "Turbulence fields of Point, Line or Plane shape",
+        f"force field '{surface.name}' (Surface shape) is ignored: DiffCloth simulates Wind, Force, Vortex, Drag "
+        "and Turbulence fields of Point, Line or Plane shape",
     ]
 
 

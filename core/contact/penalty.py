@@ -87,6 +87,7 @@ class StepLag:
     def __init__(self, potential, x, v, s, pairs=None):
         sc = potential.scene
         self.state = x, v
+        self.fields = None  # the force fields at the start, once a step (core.terms.effectors)
         sub, h = sc.substeps, sc.h
         t0, t1 = s / sub, (s + 1) / sub
         self.planes = [col.begin_step(x, v, t0, t1, h, thickness_of(col, sc)) for col in sc.colliders]

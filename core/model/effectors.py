@@ -19,12 +19,15 @@ import numpy as np
 
 from .frames import at_step, per_frame
 
-KINDS = ("WIND", "FORCE", "VORTEX", "DRAG")
+KINDS = ("WIND", "FORCE", "VORTEX", "DRAG", "TURBULENCE")
 SHAPES = ("POINT", "LINE", "PLANE")
 FALLOFFS = ("SPHERE", "TUBE", "CONE")
 Z_DIRECTIONS = ("BOTH", "POSITIVE", "NEGATIVE")
 ROOT = np.sqrt(1000.0)  # Blender's cloth time unit is 1/√1000 s
 STEP = 1e-30  # the complex step: exact derivatives, no cancellation
+# Turbulence's lattice: a fixed permutation of 0..255, twice (improved Perlin noise's hash); not
+# Blender's own table, so its fields flutter alike in size and strength, in another pattern
+PERMUTATION = np.tile(np.random.default_rng(1729).permutation(256), 2)
 
 
 def _norm(a):
@@ -34,6 +37,51 @@ def _norm(a):
 
 def _abs(a):
     return a * np.sign(a.real)
+
+
+def _fade(t):
+    return t * t * t * (t * (6.0 * t - 15.0) + 10.0)
+
+
+def _gradient(h, x, y, z):
+    """Improved Perlin noise's gradient at a corner of hash h, dotted with the offset (x, y, z)."""
+    h = h & 15
+    u = np.where(h < 8, x, y)
+    v = np.where(h < 4, y, np.where((h == 12) | (h == 14), x, z))
+    return np.where(h & 1, -u, u) + np.where(h & 2, -v, v)
+
+
+def perlin(x, y, z):
+    """Improved Perlin noise (Perlin 2002) in [−1, 1], C² in the coordinates (complex-step safe:
+    the lattice cell from the real parts)."""
+    cell = [np.floor(c.real).astype(np.int64) for c in (x, y, z)]
+    x, y, z = (c - k for c, k in zip((x, y, z), cell))
+    X, Y, Z = (k & 255 for k in cell)
+    u, v, w = _fade(x), _fade(y), _fade(z)
+    p = PERMUTATION
+    a, b = p[X] + Y, p[X + 1] + Y
+    aa, ab, ba, bb = p[a] + Z, p[a + 1] + Z, p[b] + Z, p[b + 1] + Z
+
+    def lerp(t, lo, hi):
+        return lo + t * (hi - lo)
+
+    def layer(dz, k):  # the four corners at z offset dz (hash k: 0 or 1)
+        return lerp(
+            v,
+            lerp(u, _gradient(p[aa + k], x, y, z - dz), _gradient(p[ba + k], x - 1, y, z - dz)),
+            lerp(u, _gradient(p[ab + k], x, y - 1, z - dz), _gradient(p[bb + k], x - 1, y - 1, z - dz)),
+        )
+
+    return lerp(w, layer(0.0, 0), layer(1.0, 1))
+
+
+def turbulence(size, x, y, z, octaves=2):
+    """Blender's BLI_noise_generic_turbulence (soft, improved Perlin basis) in [0, 1]: octaves + 1
+    layers of noise, each twice as fine and half as strong, over cells of `size`."""
+    if size != 0.0:
+        x, y, z = x / size, y / size, z / size
+    total = sum(0.5**i * (0.5 + 0.5 * perlin(2.0**i * x, 2.0**i * y, 2.0**i * z)) for i in range(octaves + 1))
+    return total * (2**octaves / (2 ** (octaves + 1) - 1))
 
 
 def _distance_falloff(z, power, near, far):
@@ -90,13 +138,14 @@ class Falloff:
 
 
 class Effector:
-    """One force field. kind: WIND, FORCE, VORTEX or DRAG; origin (3,) or per frame (frames, 3);
+    """One force field. kind: WIND, FORCE, VORTEX, DRAG or TURBULENCE; origin (3,) or per frame (frames, 3);
     axis its Z axis, likewise; strength scalar or per frame; shape POINT, LINE or PLANE (default:
     PLANE for Wind and Vortex, POINT otherwise, as Blender creates them); flow (Blender's Flow:
     drag toward the field's own velocity, 0 none); damping: Drag's linear part; falloff a Falloff;
     wind_factor: the share pressed along the triangles' normals (default 1 for Wind, else 0);
-    gravitation: a Force's 1/r²; weight: the cloth's Field Weights for it (All × its type); fps:
-    the frame rate Blender divides the strength by."""
+    gravitation: a Force's 1/r²; size and global_coords: Turbulence's cell size and whether its noise
+    is taken at world positions (else from the field's origin); weight: the cloth's Field Weights
+    for it (All × its type); fps: the frame rate Blender divides the strength by."""
 
     def __init__(
         self,
@@ -111,6 +160,8 @@ class Effector:
         falloff=None,
         wind_factor=None,
         gravitation=False,
+        size=1.0,
+        global_coords=False,
         weight=1.0,
         fps=24.0,
     ):
@@ -126,6 +177,13 @@ class Effector:
         self.falloff = falloff or Falloff()
         self.wind_factor = float((kind == "WIND") if wind_factor is None else wind_factor)
         self.gravitation, self.weight, self.fps = bool(gravitation), float(weight), float(fps)
+        self.size, self.global_coords = float(size), bool(global_coords)
+
+    @property
+    def by_velocity(self):
+        """Whether the field's vector depends on the cloth's velocity (Drag, Blender's new Vortex,
+        Flow)."""
+        return self.kind == "DRAG" or (self.kind == "VORTEX" and self.shape != "POINT") or self.flow != 0.0
 
     def checked(self, frames):
         """This field with its per-frame quantities as (frames, ...) arrays (else ValueError)."""
@@ -154,16 +212,21 @@ class Effector:
         ]
         distance = _norm(vec)
         fall = self.weight * self.falloff(d, axis, fac, distance)
-        out = self._vector(strength, fall, axis, d, vec, distance, v)
+        out = self._vector(strength, fall, (origin, axis), d, vec, distance, v)
         if self.kind != "DRAG" and self.flow:
             out = out - (self.flow * fall)[:, None] * v
         return np.where((fall.real > 0)[:, None], out, 0.0)
 
-    def _vector(self, strength, fall, axis, d, vec, distance, v):
+    def _vector(self, strength, fall, place, d, vec, distance, v):
         """do_physical_effector's vector for this kind, times √1000 (Blender divides by fps)."""
         q = ROOT / self.fps
+        origin, axis = place
         if self.kind == "WIND":
             return q * strength * fall[:, None] * axis
+        if self.kind == "TURBULENCE":  # each component from the coordinates turned once more
+            at = (d + axis if not self.global_coords else d + origin).T
+            noise = [turbulence(self.size, *np.roll(at, -k, axis=0)) for k in range(3)]
+            return q * (strength * fall)[:, None] * (2.0 * np.stack(noise, axis=1) - 1.0)
         if self.kind == "DRAG":
             speed = _norm(v)
             return -(fall * (min(strength, 2.0) * self.fps / ROOT * speed + min(self.damping, 2.0)))[:, None] * v
@@ -197,10 +260,12 @@ def field_vectors(effectors, s, substeps, x, v):
 
     wind, extern = (a.real for a in total(x.astype(complex), v.astype(complex)))
     jac = np.zeros((4, len(x), 3, 3))
+    by = ((1, 0), (0, 1)) if any(e.by_velocity for e in effectors) else ((1, 0),)
     for b in range(3):
         step = np.zeros(x.shape, complex)
         step[:, b] = 1j * STEP
-        for k, (dx, dv) in enumerate(((step, 0.0), (0.0, step))):
+        for k, (on_x, on_v) in enumerate(by):
+            dx, dv = on_x * step, on_v * step
             w, e = total(x + dx, v + dv)
             jac[k, :, :, b] = w.imag / STEP
             jac[2 + k, :, :, b] = e.imag / STEP

@@ -84,10 +84,11 @@ class FieldForces(Term):
         return [] if pot.scene.wind is None and not pot.scene.effectors else [cls(pot)]
 
     def at(self, p):
-        x, v = p.lag.state
-        sc = self.scene
-        wind = None if sc.wind is None else sc.wind_at(p.s)
-        return p.y, _Fields(x, v, self.tris, wind, sc.effectors, p.s, sc.substeps), p.s
+        lag, sc = p.lag, self.scene
+        if lag.fields is None:  # from the step's start alone: once for all its Newton iterations
+            wind = None if sc.wind is None else sc.wind_at(p.s)
+            lag.fields = _Fields(*lag.state, self.tris, wind, sc.effectors, p.s, sc.substeps)
+        return p.y, lag.fields, p.s
 
     def energy(self, q):
         y, w, _ = q
