@@ -33,7 +33,7 @@ from .design.params import (
 from .design.reach import KeyReach, key_reach
 from .design.refine import refine
 from .gradients.adjoint import Gradient, value_and_grad
-from .model.cloth import Cloth
+from .model.cloth import Cloth, join
 from .model.effectors import Effector, Falloff
 from .model.material import PRESETS as FABRICS
 from .model.material import Fabric
@@ -75,6 +75,7 @@ __all__ = [
     "check_gradient",
     "crossing_pairs",
     "grid",
+    "join",
     "inside_at_start",
     "key_reach",
     "make_param",

@@ -53,7 +53,9 @@ class Cloth:
     k_tension), their force capped at sewing_force (N; 0: none), as Blender's sewing springs.
     rest_angles: hinges bend about the rest mesh's own dihedral angles (core.terms.rest_angles),
     so a collar or a sleeve modelled round keeps its shape, as Blender's Cloth keeps it; False:
-    about flat, the quadratic model's own (a curved rest then carries bending energy).
+    about flat, the quadratic model's own (a curved rest then carries bending energy). masses:
+    per-vertex masses (n,) in kg instead of `mass` lumped by area (join: cloths of their own
+    density).
     """
 
     def __init__(
@@ -75,6 +77,7 @@ class Cloth:
         k_sewing=None,
         sewing_force=0.0,
         rest_angles=True,
+        masses=None,
     ):
         if bending not in BENDING_DEFAULTS:
             raise ValueError(f"bending must be one of {', '.join(map(repr, BENDING_DEFAULTS))}, got {bending!r}")
@@ -103,8 +106,11 @@ class Cloth:
             raise ValueError(f"cloth mass must be positive, got {mass}")
         if not (np.isfinite(damping) and damping >= 0):
             raise ValueError(f"air damping must be non-negative, got {damping}")
-        self.mass = float(mass)
-        self.masses = lumped_masses(verts, tris, self.mass)
+        if masses is None:
+            self.mass, self.masses = float(mass), lumped_masses(verts, tris, float(mass))
+        else:
+            self.masses = _positive_per_item(masses, self.n, "vertex masses")
+            self.mass = float(self.masses.sum())
         self.k_tension = _positive_per_item(k_tension, len(self.tension_edges), "k_tension")
         self.own_compression = (
             None if k_compression is None else _positive_per_item(k_compression, self.n_tension, "k_compression")
@@ -238,8 +244,56 @@ class Cloth:
             k_sewing=self.k_sewing,
             sewing_force=self.sewing_force,
             rest_angles=self.rest_angles,
+            masses=self.masses,
         )
+        if "mass" in changes or "verts" in changes:  # lumped again
+            args["masses"] = None
         if changes.get("bending", self.bending) != self.bending:
             args["k_bending"] = None
         args.update(changes)
         return Cloth(**args)
+
+
+def join(cloths):
+    """Several cloths as one: their vertices, triangles and every per-element array in turn (pins,
+    sewing pairs and polygons renumbered), each keeping its own masses, stiffness, shrinking and
+    rest. A scene's self-collision (Scene(self_distance=...)) then acts between them as within
+    each. They share what a scene holds once: the bending model, air damping, the sewing force cap
+    and whether hinges keep their rest angles (else ValueError)."""
+    cloths = list(cloths)
+    if not cloths:
+        raise ValueError("join: no cloths")
+    for what in ("bending", "damping", "rest_angles"):
+        if len({getattr(c, what) for c in cloths}) > 1:
+            raise ValueError(f"join: the cloths must share their {what}")
+    sewn = {c.sewing_force for c in cloths if len(c.sewing_edges)}
+    if len(sewn) > 1:
+        raise ValueError("join: the sewn cloths must share their sewing force cap")
+    starts = np.cumsum([0] + [c.n for c in cloths[:-1]])
+    polygons = np.cumsum([0] + [c.polygons.max() + 1 for c in cloths[:-1]])
+
+    def cat(arrays):
+        return np.concatenate([np.asarray(a) for a in arrays])
+
+    return Cloth(
+        cat([c.rest for c in cloths]),
+        cat([c.tris + o for c, o in zip(cloths, starts)]),
+        k_tension=cat([c.k_tension for c in cloths]),
+        k_compression=cat([c.k_compression for c in cloths])
+        if any(c.own_compression is not None for c in cloths)
+        else None,
+        k_shear=cat([c.k_shear for c in cloths]),
+        k_bending=cat([c.k_bending for c in cloths]),
+        damping=cloths[0].damping,
+        pinned=cat([c.pinned + o for c, o in zip(cloths, starts)]),
+        bending=cloths[0].bending,
+        polygons=cat([c.polygons + o for c, o in zip(cloths, polygons)]),
+        shrink=cat([np.ones(c.n) if c.shrink is None else c.shrink for c in cloths])
+        if any(c.shrink is not None for c in cloths)
+        else None,
+        sewing=cat([c.sewing_edges + o for c, o in zip(cloths, starts)]),
+        k_sewing=cat([c.k_sewing for c in cloths]),
+        sewing_force=sewn.pop() if sewn else 0.0,
+        rest_angles=cloths[0].rest_angles,
+        masses=cat([c.masses for c in cloths]),
+    )

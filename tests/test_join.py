@@ -1,0 +1,67 @@
+"""Several cloths in one run (core.join): one Cloth of their parts, each keeping its masses,
+stiffness, pins and sewing; self-collision acts between them; gradients stay exact."""
+
+import numpy as np
+import pytest
+from test_wind import check_start_gradients
+
+import diffcloth.core as dc
+
+
+def square(side, size, z, fabric, pinned=()):
+    verts, tris = dc.grid(side, side, size=size)
+    verts[:, 2] += z
+    return dc.FABRICS[fabric].cloth(verts, tris, pinned=pinned)
+
+
+def test_joined_cloths_keep_their_own_parts():
+    a = square(4, 0.3, 0.0, "cotton", pinned=[0, 3])
+    b = square(5, 0.4, 0.1, "denim").replace(damping=a.damping)  # one air damping a scene
+    both = dc.join([a, b])
+    assert both.n == a.n + b.n and len(both.tris) == len(a.tris) + len(b.tris)
+    assert np.array_equal(both.masses, np.r_[a.masses, b.masses]) and both.mass == pytest.approx(a.mass + b.mass)
+    assert np.array_equal(both.pinned, [0, 3])
+    assert np.array_equal(both.tension_edges, np.r_[a.tension_edges, b.tension_edges + a.n])
+    assert np.array_equal(both.hinges, np.r_[a.hinges, b.hinges + a.n])
+    assert np.array_equal(both.k_tension, np.r_[a.k_tension, b.k_tension])
+    assert np.array_equal(both.k_bending, np.r_[a.k_bending, b.k_bending])
+    assert np.array_equal(both.k_shear, np.r_[a.k_shear, b.k_shear])
+    with pytest.raises(ValueError, match="damping"):
+        dc.join([a, b.replace(damping=a.damping + 1.0)])
+
+
+def test_a_cloth_falls_onto_another_and_stays_on_it():
+    """A small square dropped on a larger one held at its corners: the self-collision between the
+    two keeps them apart; apart from each other they fall alike; each keeps its own motion where
+    they do not touch (no cross-coupling but contact)."""
+    lower = square(9, 0.5, 0.0, "cotton", pinned=[0, 8, 72, 80])
+    upper = square(5, 0.2, 0.05, "cotton")
+    both = dc.join([lower, upper])
+    scene = dc.Scene(both, steps=24, dt=1 / 24, self_distance=0.01, solver="linearized")
+    x = dc.simulate(scene).x
+    z_low = x[:, : lower.n, 2].min(axis=1)
+    z_up = x[:, lower.n :, 2]
+    assert z_up.min(axis=1)[-1] > z_low[-1]  # resting on the lower cloth, not through it
+    alone = dc.simulate(dc.Scene(upper, steps=24, dt=1 / 24, solver="linearized")).x[-1]
+    assert alone[:, 2].mean() < z_up[-1].mean() - 0.1  # without the lower cloth it falls on
+    alone_low = dc.simulate(dc.Scene(lower, steps=3, dt=1 / 24, solver="linearized")).x[-1]
+    assert np.allclose(x[3, : lower.n], alone_low, atol=1e-9)  # before they meet: each its own motion
+
+
+@pytest.mark.parametrize("solver", ["newton", "linearized"])
+def test_gradients_through_joined_cloths_match_central_differences(solver):
+    from test_gradients import make_scene
+
+    scene = make_scene(("linearized_" if solver == "linearized" else "") + "smooth")
+    other = scene.cloth.replace(mass=0.3, k_tension=15.0)  # 25 vertices beside it
+    moved = other.replace(verts=other.rest + [0.5, 0.0, 0.0], pinned=[])
+    both = dc.join([scene.cloth, moved])
+    joined = dc.Scene(
+        both,
+        steps=scene.steps,
+        dt=scene.dt,
+        v0=np.r_[scene.v0, scene.v0],
+        tol=scene.tol,
+        solver=solver,
+    )
+    check_start_gradients(joined)
