@@ -212,7 +212,7 @@ def backward(scene, traj, gx_frames, gv_frames, lin=None):
             delta = lin.delta(s)
             hess_alpha += model.potential.third(pt, alpha_full, delta)
             projected = (
-                model.system.matvec(lin.matrix(s), alpha.ravel()).reshape(-1, 3) - (1 + h * model.c) * mf * alpha
+                model.system.matvec(lin.matrix(s), alpha.ravel()).reshape(-1, 3) - (1 + h * model.cf) * mf * alpha
             ) / (h * h)
             extra_gv = h * h * (projected - hess_alpha[free])
             for field, g in model.potential.design_hess(pt, alpha_full, delta).items():

@@ -84,7 +84,7 @@ def tangent(scene, traj, direction, lin=None):
         push -= d["forces"][s // sub]
         if d["damping"]:
             push += d["damping"] * model.m[:, None] * lin.velocity(s)
-        rhs = (1 + h * model.c) * mf * dxs[s][free] + h * mf * dvs[s][free] - h * h * push[free]
+        rhs = (1 + h * model.cf) * mf * dxs[s][free] + h * mf * dvs[s][free] - h * h * push[free]
         if lin.linearized:
             dxhat = dxs[s] + h * dvs[s]
             rhs += (
@@ -115,7 +115,7 @@ def _own_matrix_change(lin, s, pt, dxhat, pinned_step, d):
     out = -potential.hess_vec(pt, free_part) - potential.third_tangent(pt, whole, delta)
     out[free] += (
         model.system.matvec(lin.matrix(s), free_part[free].ravel()).reshape(-1, 3)
-        - (1 + model.h * model.c) * model.mf[:, None] * free_part[free]
+        - (1 + model.h * model.cf) * model.mf[:, None] * free_part[free]
     ) / model.h**2
     if d is not None:
         out -= potential.design_hess_tangent(pt, d, delta)

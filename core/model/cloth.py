@@ -45,7 +45,7 @@ class Cloth:
     one value per hinge (`hinges` order), the same cloth at any resolution; or "springs", the
     thesis's bending springs with k_bending in N/m per spring (`bending_edges` order). k_bending
     None takes the model's default (BENDING_DEFAULTS). damping is mass-proportional air damping
-    c (1/s): f = -c·m·v. pinned lists vertex indices whose positions are prescribed. fabric: the
+    c (1/s): f = -c·m·v, one value or one per vertex. pinned lists vertex indices whose positions are prescribed. fabric: the
     Fabric the arguments came from (Fabric.cloth), so that messages name its settings; replace()
     drops it. shrink: per-vertex factors (n,) that scale the springs' rest lengths by √(sᵢsⱼ), as
     Blender's Shrinking does (None: as modelled; hinges keep their rest angles). sewing: vertex
@@ -104,8 +104,9 @@ class Cloth:
             raise ValueError(f"spring {tuple(int(i) for i in self.edges[k])} has zero rest length")
         if not (np.isfinite(mass) and mass > 0):
             raise ValueError(f"cloth mass must be positive, got {mass}")
-        if not (np.isfinite(damping) and damping >= 0):
-            raise ValueError(f"air damping must be non-negative, got {damping}")
+        damping = np.asarray(damping, dtype=np.float64)
+        if damping.shape not in ((), (self.n,)) or not (np.isfinite(damping).all() and (damping >= 0).all()):
+            raise ValueError(f"air damping must be non-negative, one value or one per vertex ({self.n}), got {damping}")
         if masses is None:
             self.mass, self.masses = float(mass), lumped_masses(verts, tris, float(mass))
         else:
@@ -126,7 +127,7 @@ class Cloth:
             n_bending,
             "bending rigidity k_bending" if bending == "hinge" else "k_bending",
         )
-        self.damping = float(damping)
+        self.damping = float(damping) if damping.ndim == 0 else damping
         pinned = np.unique(np.asarray(pinned, dtype=np.int64).ravel())
         if len(pinned) and (pinned.min() < 0 or pinned.max() >= self.n):
             bad = pinned[(pinned < 0) | (pinned >= self.n)][0]
@@ -254,16 +255,23 @@ class Cloth:
         return Cloth(**args)
 
 
+def _joined_damping(cloths):
+    """One air damping where the cloths share it, else one per vertex."""
+    per_vertex = [np.broadcast_to(c.damping, (c.n,)) for c in cloths]
+    joined = np.concatenate(per_vertex)
+    return float(joined[0]) if np.all(joined == joined[0]) else joined
+
+
 def join(cloths):
     """Several cloths as one: their vertices, triangles and every per-element array in turn (pins,
     sewing pairs and polygons renumbered), each keeping its own masses, stiffness, shrinking and
-    rest. A scene's self-collision (Scene(self_distance=...)) then acts between them as within
-    each. They share what a scene holds once: the bending model, air damping, the sewing force cap
-    and whether hinges keep their rest angles (else ValueError)."""
+    rest and air damping. A scene's self-collision (Scene(self_distance=...)) then acts between
+    them as within each. They share what a scene holds once: the bending model, the sewing force
+    cap and whether hinges keep their rest angles (else ValueError)."""
     cloths = list(cloths)
     if not cloths:
         raise ValueError("join: no cloths")
-    for what in ("bending", "damping", "rest_angles"):
+    for what in ("bending", "rest_angles"):
         if len({getattr(c, what) for c in cloths}) > 1:
             raise ValueError(f"join: the cloths must share their {what}")
     sewn = {c.sewing_force for c in cloths if len(c.sewing_edges)}
@@ -284,7 +292,7 @@ def join(cloths):
         else None,
         k_shear=cat([c.k_shear for c in cloths]),
         k_bending=cat([c.k_bending for c in cloths]),
-        damping=cloths[0].damping,
+        damping=_joined_damping(cloths),
         pinned=cat([c.pinned + o for c, o in zip(cloths, starts)]),
         bending=cloths[0].bending,
         polygons=cat([c.polygons + o for c, o in zip(cloths, polygons)]),

@@ -71,7 +71,7 @@ class StepModel:
         self.n = cloth.n
         self.h = scene.h
         self.m = cloth.masses
-        self.c = cloth.damping
+        self.c = np.broadcast_to(cloth.damping, (cloth.n,))  # air damping per vertex (1/s)
         self.pinned = cloth.pinned
         free = np.ones(self.n, bool)
         free[self.pinned] = False
@@ -88,7 +88,8 @@ class StepModel:
         self.system = BlockSystem(len(self.free), ends[(ends >= 0).all(axis=1)])
         self.potential = Potential(scene, self.system, self.fidx, self.h**2)
         self.mf = self.m[self.free]
-        self.mass_diag = (self.mf * (1.0 + self.h * self.c))[:, None, None] * np.eye(3)
+        self.cf = self.c[self.free, None]  # (nf, 1), beside mf[:, None]
+        self.mass_diag = (self.mf * (1.0 + self.h * self.c[self.free]))[:, None, None] * np.eye(3)
         self.mass_data = np.zeros(self.system.size)
         self.system.add_diagonal(self.mass_data, np.arange(len(self.free)), self.mass_diag)
         self.scale = float(np.ptp(cloth.rest, axis=0).max())
@@ -102,7 +103,7 @@ class StepModel:
         pt = self.potential.at(y, s, lag)
         free, h, m = self.free, self.h, self.m[self.free, None]
         dy, dx = (y - xhat)[free], (y - x)[free]
-        e = 0.5 / h**2 * float(np.sum(m * dy * dy)) + 0.5 * self.c / h * float(np.sum(m * dx * dx))
+        e = 0.5 / h**2 * float(np.sum(m * dy * dy)) + 0.5 / h * float(np.sum(self.cf * m * dx * dx))
         if u is not None:
             e -= float(np.sum(u[free] * y[free]))
         pt.energy = e + pt.phi
@@ -111,7 +112,7 @@ class StepModel:
     def gradient(self, pt, x, xhat, u):
         """∇E over the free vertices (nf,3) at the point pt."""
         h, m, y = self.h, self.m[:, None], pt.y
-        grad = (m * (y - xhat)) / h**2 + (self.c / h) * (m * (y - x)) + self.potential.gradient(pt)
+        grad = (m * (y - xhat)) / h**2 + (self.c[:, None] / h) * (m * (y - x)) + self.potential.gradient(pt)
         if u is not None:
             grad -= u
         return grad[self.free]
