@@ -9,7 +9,7 @@ import pytest
 
 bpy = pytest.importorskip("bpy")
 
-from test_addon import evaluated, grid_cloth  # noqa: E402
+from test_addon import draw_all, evaluated, grid_cloth  # noqa: E402
 
 
 def gather(context):
@@ -116,3 +116,6 @@ def test_the_effector_collection_chooses_the_fields(blank):
     assert {e.kind for e in gather(blank).scene.effectors} == {"FORCE", "VORTEX"}
     cloth.diffcloth.effector_collection = collection
     assert [e.kind for e in gather(blank).scene.effectors] == ["VORTEX"]
+    blank.view_layer.objects.active = cloth
+    drawn = draw_all(blank)  # the Field Weights panel, in Blender's order
+    assert all(k in drawn for k in ("effector_collection", "all_weight", "turbulence_weight", "drag_weight"))

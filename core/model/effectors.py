@@ -15,6 +15,8 @@ The vectors' derivatives by each vertex's position and velocity are exact (compl
 operation below is analytic in x and v, branches read real parts), for the adjoint and tangent.
 """
 
+import copy
+
 import numpy as np
 
 from .frames import at_step, per_frame
@@ -186,15 +188,17 @@ class Effector:
         return self.kind == "DRAG" or (self.kind == "VORTEX" and self.shape != "POINT") or self.flow != 0.0
 
     def checked(self, frames):
-        """This field with its per-frame quantities as (frames, ...) arrays (else ValueError)."""
-        self.origin = per_frame(self.origin, (3,), frames, "effector origin")
+        """A copy of this field with its per-frame quantities as (frames, ...) arrays (else
+        ValueError): one Effector may serve scenes of any length."""
+        out = copy.copy(self)
+        out.origin = per_frame(self.origin, (3,), frames, "effector origin")
         axis = per_frame(self.axis, (3,), frames, "effector axis")
         length = np.linalg.norm(axis, axis=1)
         if not (length > 0).all():
             raise ValueError("effector axis must not be zero")
-        self.axis = axis / length[:, None]
-        self.strength = per_frame(self.strength, (), frames, "effector strength")
-        return self
+        out.axis = axis / length[:, None]
+        out.strength = per_frame(self.strength, (), frames, "effector strength")
+        return out
 
     def at(self, s, substeps):
         """Origin, unit axis and strength during integrator step s, linear between frames."""
