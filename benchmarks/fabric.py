@@ -14,10 +14,12 @@ for Cotton, value_and_grad's time over the forward's (a key 5 cm above the last 
 waist), irregular triangles, every preset, DiffCloth against Blender at its defaults (Cotton).
 --heap: a 48×48 cloth (0.8 m) standing 1 cm above a floor, let go, every preset.
 --convergence: Cotton's lowest point at 32², 64² and 128². --converged: Cotton with the converged
-solver (what Optimize uses) too, one run.
+solver (what Optimize uses) too, one run. --steps: how the motion converges as the step shrinks,
+the Cotton artist scene alone at 32² over its first half second (before the folds begin):
+each solver at 1, 2, 4 and 8 substeps a frame against 16 converged substeps.
 
     .envs/py313-bpy5.2/bin/python benchmarks/fabric.py [--sizes 64 128] [--presets cotton silk]
-        [--repeats 3] [--garments] [--heap] [--convergence]
+        [--repeats 3] [--garments] [--heap] [--convergence] [--steps]
 """
 
 import argparse
@@ -288,6 +290,34 @@ def convergence():
     )
 
 
+def step_convergence(side=32, frames=12):
+    """Mean distance (mm) over the cloth to the 16-substep converged motion, at the last frame and
+    at the worst, per solver and substeps a frame; the run's seconds."""
+    reset()
+    bpy.context.scene.frame_end = 1 + frames
+    diffcloth_cloth(triangulated_grid(side, "DiffCloth"), "cotton")
+    scene = convert.gather(bpy.context, "DiffCloth", need_targets=False).scene
+    reference = dc.simulate(scene.replace(solver="newton", substeps=16), keep_factors=False).x
+    rows = []
+    for solver in ("linearized", "newton"):
+        for substeps in (1, 2, 4, 8):
+            t0 = time.perf_counter()
+            x = dc.simulate(scene.replace(solver=solver, substeps=substeps), keep_factors=False).x
+            seconds = time.perf_counter() - t0
+            off = np.linalg.norm(x - reference, axis=2).mean(axis=1) * 1e3
+            rows.append(
+                dict(
+                    steps=f"Cotton {side}x{side}, {frames} frames, against 16 converged substeps",
+                    solver=solver,
+                    substeps=substeps,
+                    last_mm=round(float(off[-1]), 2),
+                    worst_mm=round(float(off.max()), 2),
+                    seconds=round(seconds, 2),
+                )
+            )
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", type=int, nargs="*", default=[64, 128])
@@ -298,6 +328,7 @@ def main():
     ap.add_argument("--garments", action="store_true")
     ap.add_argument("--heap", action="store_true")
     ap.add_argument("--convergence", action="store_true")
+    ap.add_argument("--steps", action="store_true", help="the motion's convergence as the step shrinks")
     args = ap.parse_args()
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     ext.register()
@@ -317,6 +348,9 @@ def main():
                 print(json.dumps(heap_case(preset)), flush=True)
         if args.convergence:
             print(json.dumps(convergence()), flush=True)
+        if args.steps:
+            for row in step_convergence():
+                print(json.dumps(row), flush=True)
     finally:
         ext.unregister()
 
