@@ -90,6 +90,31 @@ def bake(obj, positions, start, matrices):
     obj.data.update()
 
 
+def baked_positions(obj, start, end):
+    """DiffCloth's bake of frames start..end in the object's space (frames, n, 3), as written:
+    its shape keys, or its Mesh Cache file; None where it lacks a frame, a vertex or its file."""
+    n = len(obj.data.vertices)
+    cache = next((m for m in obj.modifiers if ours(m)), None)
+    if cache is not None:
+        path = bpy.path.abspath(cache.filepath)
+        if not os.path.isfile(path):
+            return None
+        with open(path, "rb") as f:
+            _, _, count, first, _, frames = struct.unpack("<12siiffi", f.read(32))
+            if count != n or first > start or first + frames - 1 < end:
+                return None
+            data = np.frombuffer(f.read(), "<f4")
+        return data.reshape(frames, n, 3)[int(start - first) : int(end - first) + 1].astype(np.float64)
+    keys = obj.data.shape_keys
+    blocks = [None if keys is None else keys.key_blocks.get(f"{BAKE_PREFIX}{f:04d}") for f in range(start, end + 1)]
+    if any(b is None or len(b.data) != n for b in blocks):
+        return None
+    out = np.empty((len(blocks), n * 3), np.float32)
+    for row, b in zip(out, blocks):
+        b.data.foreach_get("co", row)
+    return out.reshape(-1, n, 3).astype(np.float64)
+
+
 def _write_pc2(path, local, start):
     """A PC2 point cache (float32 positions per frame and vertex), written whole then moved in."""
     os.makedirs(os.path.dirname(path), exist_ok=True)

@@ -1,13 +1,15 @@
 """Results kept on the cloth object, saved in the .blend: an optimization's design (RESULT_KEY) and
-the last run's motion (MOTION_KEY); storing them, and reading them back for the next run."""
+the last run's motion (MOTION_KEY, where the bake does not hold it already); storing them, and
+reading them back for the next run."""
 
 import numpy as np
 
-from . import proxy, reach
+from . import bake, proxy, reach
 from .settings import OPTIMIZE_SOLVER, setting_value
 
 RESULT_KEY = "diffcloth_result"
-# the last run's positions at every integrator step (Simulate & Bake's or Optimize's)
+# the last run's positions at every integrator step (Simulate & Bake's or Optimize's), kept where
+# the bake is not that motion (a simulation mesh's, or substeps between the frames)
 MOTION_KEY = "diffcloth_motion"
 MOTION_SOLVER_KEY = "diffcloth_motion_solver"  # the steps that made it: a preview's, or Optimize's
 
@@ -95,8 +97,24 @@ def stored_motion(setup, scene):
     targets from, or the optimized motion), to start the next run's steps from, so that it follows
     the same branch where the cloth buckles and its start needs a few Newton iterations a step; or
     None if there is none or it no longer fits the frames, substeps or mesh."""
-    motion = stored_array(setup.cloth_obj, MOTION_KEY, (scene.n_steps + 1) * scene.cloth.n * 3)
+    obj = setup.cloth_obj
+    if MOTION_KEY not in obj:
+        return _baked_motion(setup, scene) if MOTION_SOLVER_KEY in obj else None
+    motion = stored_array(obj, MOTION_KEY, (scene.n_steps + 1) * scene.cloth.n * 3)
     return None if motion is None else motion.reshape(scene.n_steps + 1, scene.cloth.n, 3)
+
+
+def _in_bake(setup, scene):
+    """Whether the cloth's bake holds its motion: the cloth's own mesh, one step a frame."""
+    return setup.embedding is None and scene.substeps == 1
+
+
+def _baked_motion(setup, scene):
+    """The last run's motion read back from the bake, in world space; None where it no longer fits."""
+    local = bake.baked_positions(setup.cloth_obj, setup.start, setup.end) if _in_bake(setup, scene) else None
+    if local is None or local.shape[1] != scene.cloth.n:
+        return None
+    return np.einsum("fij,fnj->fni", setup.matrices[:, :3, :3], local) + setup.matrices[:, None, :3, 3]
 
 
 def per_frame_array(a):
@@ -115,7 +133,12 @@ def replace_property(owner, key, value):
 
 
 def store_motion(setup, step_x, solver):
-    replace_property(setup.cloth_obj, MOTION_KEY, per_frame_array(step_x))
+    """Keep the run's motion for the next run's start (stored_motion): the bake just written, where
+    it holds it, else a float32 copy of every step."""
+    if _in_bake(setup, setup.scene):
+        setup.cloth_obj.pop(MOTION_KEY, None)
+    else:
+        replace_property(setup.cloth_obj, MOTION_KEY, per_frame_array(step_x))
     setup.cloth_obj[MOTION_SOLVER_KEY] = solver
 
 
@@ -126,8 +149,8 @@ def forget_motion(cloth):
 
 
 def baked_solver(cloth):
-    """The solver of the cloth's stored motion (None: there is none)."""
-    return cloth.get(MOTION_SOLVER_KEY) if MOTION_KEY in cloth else None
+    """The solver of the cloth's stored or baked motion (None: there is none)."""
+    return cloth.get(MOTION_SOLVER_KEY)
 
 
 def store_result(setup, result):

@@ -366,25 +366,39 @@ def test_stop_within_ends_once_the_key_is_close_enough(posed, blank):
 
 
 def test_optimize_starts_from_the_baked_simulation(posed, blank):
-    """Simulate & Bake keeps its motion on the cloth: the next Optimize starts every step from it
-    (the motion the artist saw and posed from, on its branch where the cloth buckles, in a few
-    Newton iterations a step), and Clear Bake forgets it."""
+    """Simulate & Bake's motion is its bake (no second copy on the cloth): the next Optimize starts
+    every step from it (the motion the artist saw and posed from, on its branch where the cloth
+    buckles, in a few Newton iterations a step), and Clear Bake forgets it."""
     cloth, _ = posed
-    assert "diffcloth_motion" not in cloth.keys()  # the fixture cleared its bake
+    assert "diffcloth_motion_solver" not in cloth.keys()  # the fixture cleared its bake
     assert operators().prepare(blank, "optimize")[1]["guess"] is None
     assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
-    motion = np.array(cloth["diffcloth_motion"]).reshape(11, -1, 3)
+    assert "diffcloth_motion" not in cloth.keys()  # the shape keys hold it
+    setup, job = operators().prepare(blank, "optimize")
+    motion = job["guess"]
+    assert motion.shape == (11, 36, 3)
     blank.scene.frame_set(11)
     assert np.allclose(evaluated(cloth), motion[10], atol=1e-6)  # the bake's own motion
-    setup, job = operators().prepare(blank, "optimize")
-    assert np.array_equal(job["guess"], motion)
     from diffcloth import core
 
     cold, warm = core.simulate(job["scene"]), core.simulate(job["scene"], guess=job["guess"])
-    assert cloth["diffcloth_motion"].typecode == "f"  # float32, as Blender's own caches
     assert np.abs(warm.x - motion[:: job["scene"].substeps]).max() < 1e-6
     assert warm.stats.iterations.sum() < 0.5 * cold.stats.iterations.sum()
-    assert bpy.ops.diffcloth.clear_bake() == {"FINISHED"} and "diffcloth_motion" not in cloth.keys()
+    assert bpy.ops.diffcloth.clear_bake() == {"FINISHED"} and "diffcloth_motion_solver" not in cloth.keys()
+    assert operators().prepare(blank, "optimize")[1]["guess"] is None
+
+
+def test_a_motion_the_bake_does_not_hold_is_kept_in_float32(posed, blank):
+    """With substeps between the frames the bake lacks the steps between: the motion is kept on the
+    cloth, float32 as Blender's own caches."""
+    cloth, _ = posed
+    cloth.diffcloth.substeps = 2
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    assert cloth["diffcloth_motion"].typecode == "f" and len(cloth["diffcloth_motion"]) == 21 * 36 * 3
+    guess = operators().prepare(blank, "optimize")[1]["guess"]
+    assert guess.shape == (21, 36, 3)
+    blank.scene.frame_set(11)
+    assert np.allclose(evaluated(cloth), guess[20], atol=1e-6)
 
 
 def test_simulate_reproduces_optimized_forces(posed, blank):

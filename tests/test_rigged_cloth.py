@@ -69,6 +69,10 @@ def test_pins_follow_the_rig_and_the_bake_plays_after_it(blank, tmp_path):
         cloth.modifiers["Subdivision"].show_viewport = True
         assert np.abs(baked[top] - rigged_pins).max() < 1e-3, frame  # pins within 1 mm of the rig
     assert np.abs(rigged_pins - rig_positions(blank, cloth, 1)[top]).max() > 0.1  # the rig moved them
+    from diffcloth.diffcloth_addon import operators
+
+    guess = operators.prepare(blank, "simulate")[1]["guess"]  # the next run starts from the cache
+    assert "diffcloth_motion" not in cloth.keys() and np.abs(guess[-1] - baked).max() < 1e-5
     blank.scene.frame_set(9)
     assert len(evaluated(cloth)) > len(cloth.data.vertices)  # the Subdivision works on the bake
     assert bpy.ops.diffcloth.new_target() == {"FINISHED"}  # the cloth's own vertices, as baked
