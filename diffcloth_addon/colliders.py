@@ -18,13 +18,14 @@ FRICTION_SCALE = 0.01
 
 def collision_objects(scene, cloth_obj):
     """The scene's Collision-physics meshes that collide with cloth_obj (the Sphere and Plane
-    roles collide as themselves, never twice)."""
+    roles collide as themselves, never twice; targets never): other cloths among them collide as
+    they are baked, one way, as Blender's cloth objects collide with one another."""
     return [
         o
         for o in scene.objects
         if o.type == "MESH"
         and o is not cloth_obj
-        and o.diffcloth.role == "NONE"
+        and o.diffcloth.role in ("NONE", "CLOTH")
         and o.collision is not None
         and o.collision.use
         and any(m.type == "COLLISION" and m.show_viewport for m in o.modifiers)

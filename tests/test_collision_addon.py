@@ -59,6 +59,39 @@ def test_a_cloth_falls_onto_a_table_and_hangs_over_its_edges(blank):
     assert x[~on_top, 2].min() < -0.25  # the rest hangs over the edges
 
 
+def test_a_cloth_falls_onto_another_cloths_bake(blank):
+    """A cape baked after a skirt: with Collision physics on the skirt, the cape collides with the
+    skirt as baked (one way, as Blender's cloth objects collide); without, it falls through."""
+    scene = blank.scene
+    scene.frame_start, scene.frame_end, scene.render.fps = 1, 13, 24  # an artist's frame rate
+    skirt = grid_cloth("Skirt", n=9, size=0.5, fabric=True, pins=False)  # held at its four corners
+    skirt.vertex_groups.new(name="corners").add([0, 8, 72, 80], 1.0, "REPLACE")
+    skirt.diffcloth.pin_group = "corners"
+    blank.view_layer.objects.active = skirt
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    skirt.modifiers.new("Collision", "COLLISION")
+    skirt.collision.thickness_outer = 0.005
+    cape = grid_cloth("Cape", n=5, size=0.2, fabric=True, pins=False, location=(0.0, 0.0, 0.03))
+    blank.view_layer.objects.active = cape
+    setup = convert().gather(blank, need_targets=False)
+    assert setup.collider_names == ["Skirt"]
+
+    def gap():  # the cape's height above the skirt's vertex nearest in plan, at its worst frame
+        assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+        worst = np.inf
+        for f in range(1, 14):
+            scene.frame_set(f)
+            low, up = evaluated(skirt), evaluated(cape)
+            below = np.argmin(np.linalg.norm(up[:, None, :2] - low[None, :, :2], axis=2), axis=1)
+            worst = min(worst, (up[:, 2] - low[below, 2]).min())
+        scene.frame_set(1)
+        return worst
+
+    assert gap() > -0.01  # on the skirt (its nearest vertex, not its surface: within a centimetre)
+    skirt.modifiers.remove(skirt.modifiers["Collision"])
+    assert gap() < -0.05  # through it
+
+
 def test_an_animated_collider_is_read_at_every_frame(blank):
     scene = blank.scene
     scene.frame_start, scene.frame_end = 1, 5
