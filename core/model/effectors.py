@@ -228,8 +228,8 @@ class Effector:
         if self.kind == "WIND":
             return q * strength * fall[:, None] * axis
         if self.kind == "TURBULENCE":  # each component from the coordinates turned once more
-            at = (d + axis if not self.global_coords else d + origin).T
-            noise = [turbulence(self.size, *np.roll(at, -k, axis=0)) for k in range(3)]
+            co = (d + origin if self.global_coords else d + axis).T  # Blender's: world, or from the field
+            noise = [turbulence(self.size, *np.roll(co, -k, axis=0)) for k in range(3)]
             return q * (strength * fall)[:, None] * (2.0 * np.stack(noise, axis=1) - 1.0)
         if self.kind == "DRAG":
             speed = _norm(v)
