@@ -1,6 +1,6 @@
 """Modelled shape kept: a collar (a strip curled over 3/4 of a turn, held along its straight first
-edge) for two seconds, DiffCloth bending about the mesh's own rest angles (the default) and about flat (the
-quadratic model's own, as before), against Blender's Cloth with the same preset (its Angular
+edge) for two seconds, DiffCloth bending about the mesh's own rest angles (Rest Angles on) and
+about flat (the quadratic model's own, the default), against Blender's Cloth with the same preset (its Angular
 bending keeps rest angles), without gravity (what the rest shape alone does) and with it. Per
 preset: the mean and largest distance (mm) of the last frame from the shape as modelled, and the
 seconds each took.
@@ -61,6 +61,7 @@ def case(preset, gravity):
     bpy.context.scene.use_gravity = gravity
     obj, _ = collar("Collar")
     diffcloth_cloth(obj, preset)
+    obj.diffcloth.use_rest_angles = True
     scene = convert.gather(bpy.context, "Collar", need_targets=False).scene
     for name, sc in (
         ("rest_angles", scene),

@@ -215,6 +215,13 @@ class DiffClothObjectSettings(bpy.types.PropertyGroup):
         max=0.99,
         soft_min=-1.0,
     )
+    use_rest_angles: BoolProperty(
+        name="Rest Angles",
+        description="Bend about the mesh's own angles as modelled, as Blender's Angular bending does, so a collar "
+        "or a skirt modelled round keeps its shape (off: about flat; on, a garment's quick steps take about twice "
+        "the time)",
+        default=False,
+    )
     rest_shape_key: StringProperty(
         name="Rest Shape Key",
         description="The shape key whose shape is the cloth's rest (its springs' lengths and its bending angles), "

@@ -34,6 +34,8 @@ def build_cloth(cs, verts, tris, pins, polygons, factors=None, sewing=None):
             pinned=pins,
             polygons=polygons,
         )
+    if cs.use_rest_angles:
+        cloth = cloth.replace(rest_angles=True)
     factors = dict(factors or {})
     shrink = factors.pop("shrink", None)
     cloth = cloth.weighted(**factors) if factors else cloth

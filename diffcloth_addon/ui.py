@@ -138,6 +138,7 @@ class DIFFCLOTH_PT_cloth_shape(_RolePanel):
         row.active = s.use_sewing_springs
         row.prop(s, "sewing_force_max")
         layout.prop(s, "shrink_min")
+        layout.prop(s, "use_rest_angles")
         keys = context.object.data.shape_keys
         if keys is not None:
             layout.prop_search(s, "rest_shape_key", keys, "key_blocks")

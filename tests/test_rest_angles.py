@@ -49,7 +49,7 @@ def test_a_hinge_bends_about_its_rest_angle(rest_angle):
         out[3] = [0.9, -0.5 * np.cos(theta), 0.5 * np.sin(theta)]
         return out
 
-    cloth = dc.Cloth(folded(rest_angle), [[0, 1, 2], [1, 0, 3]], k_bending=2.0)
+    cloth = dc.Cloth(folded(rest_angle), [[0, 1, 2], [1, 0, 3]], k_bending=2.0, rest_angles=True)
     parts = terms(cloth)
     area = 0.5 * 1.2 * (0.8 + 0.5)
     assert np.abs(gradient(parts, cloth.rest)).max() < 1e-12
@@ -62,7 +62,7 @@ def test_a_hinge_bends_about_its_rest_angle(rest_angle):
 
 def test_a_cloth_modelled_round_keeps_its_shape():
     verts, tris = cylinder()
-    cloth = dc.FABRICS["cotton"].cloth(verts, tris)
+    cloth = dc.FABRICS["cotton"].cloth(verts, tris).replace(rest_angles=True)
     scene = dc.Scene(cloth, steps=12, dt=1 / 24, gravity=(0, 0, 0))
     kept = dc.simulate(scene).x[-1]
     assert np.abs(kept - verts).max() < 1e-9
@@ -72,7 +72,7 @@ def test_a_cloth_modelled_round_keeps_its_shape():
 
 def test_derivatives_match_finite_differences():
     verts, tris = cylinder()
-    cloth = dc.Cloth(verts, tris)
+    cloth = dc.Cloth(verts, tris, rest_angles=True)
     cloth = cloth.replace(k_bending=np.random.default_rng(1).uniform(0.5, 2.0, cloth.n_bending))
     _, rest = terms(cloth)
     rng = np.random.default_rng(3)
@@ -114,7 +114,9 @@ def test_derivatives_match_finite_differences():
 
 def curved_scene(solver):
     verts, tris = cylinder(5, 5)
-    cloth = dc.Cloth(verts, tris, mass=0.1, k_tension=10.0, k_bending=3e-3, damping=0.3, pinned=[20, 24])
+    cloth = dc.Cloth(
+        verts, tris, mass=0.1, k_tension=10.0, k_bending=3e-3, damping=0.3, pinned=[20, 24], rest_angles=True
+    )
     return dc.Scene(cloth, steps=6, dt=0.05, tol=1e-12, solver=solver, v0=np.tile([0.0, 0.2, -0.3], (25, 1)))
 
 

@@ -1,6 +1,6 @@
-"""The cloth's rest shape through the add-on: a mesh modelled round keeps its shape (hinges bend
-about their rest angles, as Blender's Angular bending), and a Rest Shape Key (Shape) is the rest
-the cloth is drawn to, as Blender's; bad keys are named and change nothing."""
+"""The cloth's rest shape through the add-on: with Rest Angles a mesh modelled round keeps its shape
+(hinges bend about their rest angles, as Blender's Angular bending), and a Rest Shape Key (Shape)
+is the rest the cloth is drawn to, as Blender's; bad keys are named and change nothing."""
 
 import numpy as np
 import pytest
@@ -24,7 +24,11 @@ def test_a_cloth_modelled_round_keeps_its_shape(blank):
         angle = v.co.x / 0.2
         v.co.x, v.co.z = 0.2 * np.sin(angle), 0.2 * np.cos(angle)
     start = evaluated(cloth)
+    cloth.diffcloth.use_rest_angles = True
     assert np.abs(bake_last(blank, cloth) - start).max() < 1e-5
+    assert bpy.ops.diffcloth.clear_bake() == {"FINISHED"}
+    cloth.diffcloth.use_rest_angles = False  # about flat: it unrolls
+    assert np.abs(bake_last(blank, cloth) - start).max() > 1e-3
 
 
 def test_a_rest_shape_key_is_the_rest_the_cloth_is_drawn_to(blank):
@@ -41,7 +45,8 @@ def test_a_rest_shape_key_is_the_rest_the_cloth_is_drawn_to(blank):
     end = bake_last(blank, cloth)
     assert np.ptp(end[:, 0]) < 0.9 * np.ptp(start[:, 0])  # it shrinks toward the key
     blank.view_layer.objects.active = cloth
-    assert "rest_shape_key" in draw_all(blank)
+    drawn = draw_all(blank)
+    assert "rest_shape_key" in drawn and "use_rest_angles" in drawn
 
 
 def test_bad_rest_shape_keys_are_named_and_change_nothing(blank):

@@ -52,8 +52,10 @@ class Cloth:
     pairs (S,2) pulled together by zero-length springs of k_sewing (N/m, per pair; None: the mean
     k_tension), their force capped at sewing_force (N; 0: none), as Blender's sewing springs.
     rest_angles: hinges bend about the rest mesh's own dihedral angles (core.terms.rest_angles),
-    so a collar or a sleeve modelled round keeps its shape, as Blender's Cloth keeps it; False:
-    about flat, the quadratic model's own (a curved rest then carries bending energy). masses:
+    so a collar or a sleeve modelled round keeps its shape, as Blender's Cloth keeps it; False (the
+    default for now: a linearized step's hinge matrix is then exact, not bounded to mesh edges,
+    which costs a garment twice the time, docs/benchmarks.md): about flat, the quadratic model's
+    own (a curved rest then carries bending energy). masses:
     per-vertex masses (n,) in kg instead of `mass` lumped by area (join: cloths of their own
     density).
     """
@@ -76,7 +78,7 @@ class Cloth:
         sewing=None,
         k_sewing=None,
         sewing_force=0.0,
-        rest_angles=True,
+        rest_angles=False,
         masses=None,
     ):
         if bending not in BENDING_DEFAULTS:
