@@ -70,11 +70,12 @@ def test_a_cloth_modelled_round_keeps_its_shape():
     assert np.abs(flat - verts).max() > 1e-3  # about flat, it unrolls
 
 
-def test_derivatives_match_finite_differences():
+@pytest.mark.parametrize("bounded", [False, True])
+def test_derivatives_match_finite_differences(bounded):
     verts, tris = cylinder()
     cloth = dc.Cloth(verts, tris, rest_angles=True)
     cloth = cloth.replace(k_bending=np.random.default_rng(1).uniform(0.5, 2.0, cloth.n_bending))
-    _, rest = terms(cloth)
+    rest = RestAngles(cloth, bounded=bounded)
     rng = np.random.default_rng(3)
     y = verts + rng.normal(scale=0.03, size=verts.shape)
     q = rest.at(Point(y, 0, None))
@@ -110,6 +111,9 @@ def test_derivatives_match_finite_differences():
     tangent = np.zeros_like(y)
     rest.add_third_tangent(q, v, b, tangent)
     assert np.allclose(tangent, (projected(y + eps * v, b) - projected(y - eps * v, b)) / (2 * eps), atol=1e-7)
+    if bounded:  # the bound lies above the Gauss–Newton share and couples no opposite corners
+        H, P = rest.projected(q), rest.gauss_newton(q)
+        assert np.all(H[:, 6:9, 9:12] == 0) and np.linalg.eigvalsh(H - P).min() > -1e-12
 
 
 def curved_scene(solver):
@@ -123,7 +127,7 @@ def curved_scene(solver):
 @pytest.mark.parametrize("solver", ["newton", "linearized"])
 def test_gradients_through_a_curved_rest_match_central_differences(solver):
     scene = curved_scene(solver)
-    assert not scene.hinges_bounded
+    assert scene.hinges_bounded == (solver == "linearized")  # the rest-angle hinges bounded too
     rng = np.random.default_rng(5)
     traj = dc.simulate(scene)
     loss = dc.KeyframeLoss({6: traj.x[6] + 0.01 * rng.normal(size=traj.x[6].shape)})

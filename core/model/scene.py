@@ -358,10 +358,7 @@ class Scene:
         """Whether a step's matrix bounds the hinges' Hessian by one that couples mesh edges only
         (half the band, a factorization 2.2× faster): linearized steps, where that holds the cloth
         from swinging by less than HINGE_DRAG_EXACT."""
-        cloth = self.cloth
-        if self.solver != "linearized" or cloth.bending != "hinge" or cloth.curved_hinges is not None:
-            return False  # hinges bent at rest couple their opposite corners (core.terms.rest_angles)
-        return hinge_drag(self) <= HINGE_DRAG_EXACT
+        return self.solver == "linearized" and self.cloth.bending == "hinge" and hinge_drag(self) <= HINGE_DRAG_EXACT
 
     @property
     def h(self):
