@@ -53,7 +53,7 @@ class Cloth:
     k_tension), their force capped at sewing_force (N; 0: none), as Blender's sewing springs.
     rest_angles: hinges bend about the rest mesh's own dihedral angles (core.terms.rest_angles),
     so a collar or a sleeve modelled round keeps its shape, as Blender's Cloth keeps it; False (the
-    default for now: the term's assembly costs a garment 1.5–2.6× the time, docs/benchmarks.md):
+    default for now: the term's assembly costs a garment 1.3–1.9× the time, docs/benchmarks.md):
     about flat, the quadratic model's own (a curved rest then carries bending energy). masses:
     per-vertex masses (n,) in kg instead of `mass` lumped by area (join: cloths of their own
     density).
