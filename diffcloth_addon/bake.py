@@ -12,6 +12,13 @@ import numpy as np
 
 from .reading import BAKE_PREFIX, CACHE_MODIFIER, action_fcurves, ours, stack_place
 
+PC2_HEADER = "<12siiffi"  # signature, version, vertices, start frame, frames per sample, samples
+
+
+def _cache(obj):
+    """DiffCloth's Mesh Cache modifier on obj, or None."""
+    return next((m for m in obj.modifiers if ours(m)), None)
+
 
 def cache_path(obj):
     """Where a carried cloth's bake is kept: diffcloth_cache/ beside the saved .blend (a path relative
@@ -94,13 +101,13 @@ def baked_positions(obj, start, end):
     """DiffCloth's bake of frames start..end in the object's space (frames, n, 3), as written:
     its shape keys, or its Mesh Cache file; None where it lacks a frame, a vertex or its file."""
     n = len(obj.data.vertices)
-    cache = next((m for m in obj.modifiers if ours(m)), None)
+    cache = _cache(obj)
     if cache is not None:
         path = bpy.path.abspath(cache.filepath)
         if not os.path.isfile(path):
             return None
         with open(path, "rb") as f:
-            _, _, count, first, _, frames = struct.unpack("<12siiffi", f.read(32))
+            _, _, count, first, _, frames = struct.unpack(PC2_HEADER, f.read(struct.calcsize(PC2_HEADER)))
             if count != n or first > start or first + frames - 1 < end:
                 return None
             data = np.frombuffer(f.read(), "<f4")
@@ -120,14 +127,14 @@ def _write_pc2(path, local, start):
     os.makedirs(os.path.dirname(path), exist_ok=True)
     frames, n, _ = local.shape
     with open(path + ".tmp", "wb") as f:
-        f.write(struct.pack("<12siiffi", b"POINTCACHE2\0", 1, n, float(start), 1.0, frames))
+        f.write(struct.pack(PC2_HEADER, b"POINTCACHE2\0", 1, n, float(start), 1.0, frames))
         f.write(local.astype("<f4").tobytes())
     os.replace(path + ".tmp", path)
 
 
 def _cache_modifier(obj, path, start):
     """DiffCloth's Mesh Cache modifier, playing path from frame start, at DiffCloth's place."""
-    mod = next((m for m in obj.modifiers if ours(m)), None) or obj.modifiers.new(CACHE_MODIFIER, "MESH_CACHE")
+    mod = _cache(obj) or obj.modifiers.new(CACHE_MODIFIER, "MESH_CACHE")
     mod.cache_format, mod.filepath, mod.frame_start = "PC2", path, float(start)
     mod.play_mode, mod.time_mode, mod.deform_mode, mod.interpolation = "SCENE", "FRAME", "OVERWRITE", "LINEAR"
     mod.forward_axis, mod.up_axis, mod.factor = "POS_Y", "POS_Z", 1.0

@@ -100,21 +100,33 @@ def nla_message(obj):
     )
 
 
-class OwnKeysMuted:
+class _SetWhileRead:
+    """One attribute of some data blocks set to `value` while the cloth is read, then restored."""
+
+    attr: str
+    value: bool
+
+    def __init__(self, blocks):
+        self.blocks = blocks
+
+    def __enter__(self):
+        self.state = [getattr(b, self.attr) for b in self.blocks]
+        for b in self.blocks:
+            setattr(b, self.attr, self.value)
+
+    def __exit__(self, *exc):
+        for b, old in zip(self.blocks, self.state):
+            setattr(b, self.attr, old)
+
+
+class OwnKeysMuted(_SetWhileRead):
     """Mute DiffCloth's baked shape keys so the cloth is read from its own rest shape."""
+
+    attr, value = "mute", True
 
     def __init__(self, obj):
         keys = obj.data.shape_keys
-        self.blocks = [] if keys is None else [b for b in keys.key_blocks if b.name.startswith(BAKE_PREFIX)]
-
-    def __enter__(self):
-        self.state = [b.mute for b in self.blocks]
-        for b in self.blocks:
-            b.mute = True
-
-    def __exit__(self, *exc):
-        for b, mute in zip(self.blocks, self.state):
-            b.mute = mute
+        super().__init__([] if keys is None else [b for b in keys.key_blocks if b.name.startswith(BAKE_PREFIX)])
 
 
 CACHE_MODIFIER = "DiffCloth"  # the Mesh Cache modifier that plays a carried cloth's bake (bake.py)
@@ -137,23 +149,16 @@ def stack_place(obj):
     return place
 
 
-class ModifiersOff:
+class ModifiersOff(_SetWhileRead):
     """The cloth as DiffCloth's input: its modifiers from DiffCloth's place on (stack_place),
     and DiffCloth's own bake, off in the viewport while it is read, restored after; keep_bake:
     leave the bake on (the cloth as simulated, before the modifiers that work on it)."""
 
+    attr, value = "show_viewport", False
+
     def __init__(self, obj, keep_bake=False):
         others = [m for m in obj.modifiers if not ours(m)]
-        self.modifiers = others[stack_place(obj) :] + [m for m in obj.modifiers if ours(m) and not keep_bake]
-
-    def __enter__(self):
-        self.shown = [m.show_viewport for m in self.modifiers]
-        for m in self.modifiers:
-            m.show_viewport = False
-
-    def __exit__(self, *exc):
-        for m, shown in zip(self.modifiers, self.shown):
-            m.show_viewport = shown
+        super().__init__(others[stack_place(obj) :] + [m for m in obj.modifiers if ours(m) and not keep_bake])
 
 
 def evaluated_coords(obj, depsgraph):

@@ -157,7 +157,6 @@ class RestAngles(Term):
     def hessian(self, q, acc, mode):
         blocks = self.projected(q) if mode.projected else self.exact(q, mode.beta)
         if self.bounded and not mode.projected:  # the pattern lacks the opposite corners' block
-            blocks = blocks.copy()
             blocks[:, 6:9, 9:12] = blocks[:, 9:12, 6:9] = 0.0
         acc.data += self.assemble @ (self.c[:, None, None] * blocks).ravel()
 
