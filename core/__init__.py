@@ -10,7 +10,7 @@ implicit Euler step, the simulation loop), `gradients` (adjoint and tangent pass
 
 from .contact.colliders import MeshCollider, Plane, Sphere, inside_at_start
 from .design.gradcheck import check_gradient
-from .design.losses import KeyframeLoss
+from .design.losses import KeyframeLoss, joined_loss
 from .design.optimize import OptimizeResult, optimize
 from .design.params import (
     PARAM_NAMES,
@@ -35,6 +35,7 @@ from .design.refine import refine
 from .gradients.adjoint import Gradient, value_and_grad
 from .model.cloth import Cloth, join
 from .model.effectors import Effector, Falloff
+from .model.joined import Joined
 from .model.material import PRESETS as FABRICS
 from .model.material import Fabric
 from .model.mesh import crossing_pairs, grid, triangulate
@@ -59,6 +60,8 @@ __all__ = [
     "KeyedForces",
     "KeyReach",
     "KeyframeLoss",
+    "Joined",
+    "joined_loss",
     "MeshCollider",
     "OptimizeResult",
     "Param",

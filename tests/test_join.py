@@ -78,3 +78,65 @@ def test_tangent_pairs_with_the_adjoint_under_per_vertex_damping():
     rng = np.random.default_rng(8)
     forward, reverse = paired(scene, dc.simulate(scene), random_direction(scene, rng), rng)
     assert forward == pytest.approx(reverse, rel=1e-8)
+
+
+def two_scenes(solver="linearized", lower_self=0.0, steps=24):
+    """A small square above a larger one held at its corners, each its own scene."""
+    lower = square(9, 0.5, 0.0, "cotton", pinned=[0, 8, 72, 80])
+    upper = square(5, 0.2, 0.05, "denim")
+    common = dict(steps=steps, dt=1 / 24, solver=solver)
+    return dc.Scene(lower, self_distance=lower_self, **common), dc.Scene(upper, v0=[0.0, 0.0, -0.2], **common)
+
+
+def test_joined_scenes_collide_and_keep_their_own_settings():
+    """Joined: the cloths' scenes as one, colliding between them though neither collides with
+    itself (its pieces apart); each part as its scene simulates it until they touch."""
+    low, up = two_scenes()
+    joined = dc.Joined([low, up], self_distance=0.01)
+    scene = joined.scene
+    assert scene.self_distance == 0.01 and np.array_equal(np.unique(scene.self_pieces), [0, 1])
+    assert np.array_equal(scene.v0[low.cloth.n :], np.broadcast_to(up.v0, up.x0.shape))
+    x = dc.simulate(scene).x
+    x_low, x_up = joined.parts(x)
+    assert x_up[:, :, 2].min(axis=1)[-1] > x_low[-1, :, 2].min()  # on the lower cloth, not through it
+    alone = dc.simulate(up.replace(steps=2)).x
+    assert np.allclose(x_up[:3], alone, atol=1e-9)
+    # a cloth colliding with itself keeps its own pairs; the other meets only it
+    both = dc.Joined(two_scenes(lower_self=0.008), self_distance=0.01).scene
+    assert np.array_equal(np.unique(both.self_pieces), [-1, 1])
+    with pytest.raises(ValueError, match="substeps"):
+        dc.Joined([low, up.replace(substeps=2)])
+
+
+def test_a_joined_design_splits_back_per_cloth():
+    low, up = two_scenes()
+    joined = dc.Joined([low, up.replace(forces=np.ones((low.steps, up.cloth.n, 3)))])
+    c = joined.scene.cloth
+    design = joined.scene.replace(
+        cloth=c.replace(k_tension=c.k_tension * 2, k_bending=c.k_bending * 3), v0=np.arange(c.n * 3.0).reshape(-1, 3)
+    )
+    a, b = joined.split(design)
+    assert np.allclose(a.cloth.k_tension, 2 * low.cloth.k_tension) and np.allclose(b.cloth.k_bending, 3 * up.cloth.k_bending)
+    assert np.array_equal(b.v0, design.v0[low.cloth.n :]) and not np.any(a.forces) and np.all(b.forces == 1)
+    assert np.array_equal(a.pin_frames, low.pin_frames)
+
+
+def test_a_joined_loss_weighs_only_the_keyed_cloth():
+    low, up = two_scenes(steps=6)
+    joined = dc.Joined([low, up], self_distance=0.01)
+    x = dc.simulate(joined.scene).x
+    key = dc.KeyframeLoss({4: x[4, low.cloth.n :] + [0.0, 0.0, 0.03]}, weights={4: 2.0})
+    loss = dc.joined_loss([None, key], [low.cloth.n, up.cloth.n])
+    value, gx, _ = loss.evaluate(x, np.zeros_like(x))
+    assert value == pytest.approx(2.0 * up.cloth.n * 0.03**2)
+    assert not gx[:, : low.cloth.n].any() and loss.distances(x)[4] == pytest.approx((0.03, 0.03))
+    check_start_gradients_of(joined.scene, loss)
+
+
+def check_start_gradients_of(scene, loss):
+    _, grad = dc.value_and_grad(scene, loss)
+    for index in ((90, 2), (95, 0)):
+        d = np.zeros_like(scene.v0)
+        d[index] = 1e-6
+        fd = (loss(dc.simulate(scene.replace(v0=scene.v0 + d))) - loss(dc.simulate(scene.replace(v0=scene.v0 - d)))) / 2e-6
+        assert grad.v0[index] == pytest.approx(fd, rel=1e-4, abs=1e-9)

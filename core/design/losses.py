@@ -8,9 +8,12 @@ class KeyframeLoss:
 
     targets: {frame: (n,3) positions}; weights: {frame: w} (default 1); vertex_weights: (n,)
     for all frames or {frame: (n,)}; velocity_targets: {frame: (n,3)} (frames of their own).
+    keyed: {frame: vertex indices} the distances of a frame are measured over (default: all).
     """
 
-    def __init__(self, targets, weights=None, vertex_weights=None, velocity_targets=None, velocity_weight=1.0):
+    def __init__(
+        self, targets, weights=None, vertex_weights=None, velocity_targets=None, velocity_weight=1.0, keyed=None
+    ):
         self.targets = self._frames(targets, "targets")
         self.velocity_targets = self._frames(velocity_targets or {}, "velocity_targets", allow_empty=True)
         if not self.targets and not self.velocity_targets:
@@ -24,6 +27,7 @@ class KeyframeLoss:
             raise ValueError("frame weights must be non-negative and finite")
         self.vertex_weights = vertex_weights
         self.velocity_weight = float(velocity_weight)
+        self.keyed = {int(f): np.asarray(v, dtype=np.int64) for f, v in (keyed or {}).items()}
 
     @staticmethod
     def _frames(targets, what, allow_empty=False):
@@ -101,12 +105,34 @@ class KeyframeLoss:
 
     def distances(self, x):
         """Per position-target frame: the mean and the largest distance (m) of the frame states x
-        (frames+1, n, 3) from the target, over all vertices."""
+        (frames+1, n, 3) from the target, over its keyed vertices (all by default)."""
         out = {}
         for frame, target in sorted(self.targets.items()):
             d = np.linalg.norm(x[frame] - target, axis=1)
+            d = d[self.keyed[frame]] if frame in self.keyed else d
             out[frame] = (float(d.mean()), float(d.max()))
         return out
 
     def __call__(self, traj):
         return self.evaluate(traj.x, traj.v)[0]
+
+
+def joined_loss(losses, sizes):
+    """One KeyframeLoss of several cloths' position keys (None: a cloth without keys) over their
+    vertices in turn (core.Joined): at a frame keyed on some of the cloths the others weigh
+    nothing, and its distances are measured over the cloths keyed there."""
+    if any(loss is not None and loss.velocity_targets for loss in losses):
+        raise ValueError("joined_loss: velocity targets are not joined")
+    starts = np.cumsum([0] + list(sizes))
+    frames = sorted({f for loss in losses if loss is not None for f in loss.targets})
+    targets, weights, keyed = {}, {}, {}
+    for f in frames:
+        pos, w, idx = [], [], []
+        for loss, n, o in zip(losses, sizes, starts):
+            if loss is not None and f in loss.targets:
+                pos.append(loss.targets[f]), w.append(loss.weights.get(f, 1.0) * loss._vweights(f, n))
+                idx.append(np.arange(o, o + n))
+            else:
+                pos.append(np.zeros((n, 3))), w.append(np.zeros(n))
+        targets[f], weights[f], keyed[f] = np.concatenate(pos), np.concatenate(w), np.concatenate(idx)
+    return KeyframeLoss(targets, vertex_weights=weights, keyed=keyed)

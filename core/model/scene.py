@@ -222,7 +222,9 @@ class Scene:
     self_distance (m): the distance the cloth keeps from itself (core.contact.self_contact), with the
     colliders' penalty; 0 turns self-collision off; at most twice the shortest rest edge.
     self_friction: Coulomb's μ between the cloth's layers where they touch (the colliders' lagged
-    friction, a vertex slipping against a triangle); 0 none.
+    friction, a vertex slipping against a triangle); 0 none. self_pieces (n,) int, or None: per
+    vertex, its piece of a joined cloth (core.Joined) that does not collide with itself, ≥ 0 (its
+    vertices then meet only the other pieces' triangles), or −1 (it does).
     bounds: refuse (BoundsError) a stiffness, mass or contact stiffness beyond what the solver
     simulates right at this step (check_bounds). replace() leaves them to the simulation: a design
     an optimizer tries may step beyond them, and then fails as a SimulationError would.
@@ -252,6 +254,7 @@ class Scene:
         wind=None,
         effectors=(),
         bounds=True,
+        self_pieces=None,
     ):
         if not isinstance(cloth, Cloth):
             raise ValueError("cloth must be a core.Cloth")
@@ -294,6 +297,9 @@ class Scene:
             raise ValueError(f"contact smoothing must be non-negative, got {contact_smoothing}")
         self.contact_smoothing = float(contact_smoothing)
         self._set_self_contact(self_distance, self_friction)
+        self.self_pieces = None if self_pieces is None else np.asarray(self_pieces, dtype=np.int64)
+        if self.self_pieces is not None and self.self_pieces.shape != (n,):
+            raise ValueError(f"self_pieces must have one label per vertex ({n}), got shape {self.self_pieces.shape}")
         if goals is not None and not isinstance(goals, Goals):
             raise ValueError("goals must be a core.Goals")
         self.goals = None if goals is None else goals.checked(self)
@@ -340,6 +346,7 @@ class Scene:
         "goals",
         "wind",
         "effectors",
+        "self_pieces",
     )
 
     def replace(self, **changes):
