@@ -122,7 +122,7 @@ def test_a_joined_design_splits_back_per_cloth():
 
 
 def test_a_joined_loss_weighs_only_the_keyed_cloth():
-    low, up = two_scenes(steps=6)
+    low, up = two_scenes("newton", steps=6)
     joined = dc.Joined([low, up], self_distance=0.01)
     x = dc.simulate(joined.scene).x
     key = dc.KeyframeLoss({4: x[4, low.cloth.n :] + [0.0, 0.0, 0.03]}, weights={4: 2.0})
