@@ -33,7 +33,7 @@ from .design.params import (
 from .design.reach import KeyReach, key_reach
 from .design.refine import refine
 from .gradients.adjoint import Gradient, value_and_grad
-from .model.cloth import Cloth, join
+from .model.cloth import Cloth, JoinError, join
 from .model.effectors import Effector, Falloff
 from .model.joined import Joined
 from .model.material import PRESETS as FABRICS
@@ -60,6 +60,7 @@ __all__ = [
     "KeyedForces",
     "KeyReach",
     "KeyframeLoss",
+    "JoinError",
     "Joined",
     "joined_loss",
     "MeshCollider",

@@ -47,7 +47,11 @@ def parser():
         "and save.",
     )
     o.add_argument("blend", nargs="?", help="the .blend to open (default: the file Blender opened)")
-    o.add_argument("--cloth", help="name of the cloth object (needed when the scene has several)")
+    o.add_argument(
+        "--cloth",
+        help="run this cloth alone (default: the scene's only cloth, or all of them together where the scene's "
+        "Cloths Together is on; with it off, several cloths need --cloth)",
+    )
     o.add_argument("--max-iter", type=int, help="optimizer iterations at most (default: the scene's setting)")
     o.add_argument(
         "--stop-within",
@@ -122,7 +126,7 @@ def optimize(args):
             _writable(path, what)
     context = bpy.context
     try:
-        # headless, the file's saved selection is no choice: several cloths need --cloth
+        # headless, the file's saved selection is no choice: several cloths run together, or need --cloth
         setup, job = operators.prepare(
             context,
             "optimize",
@@ -142,9 +146,9 @@ def optimize(args):
     except (InputError, ValueError) as err:
         raise JobError(str(err)) from None
     print(f"diffcloth: {operators.summary(setup, result)}", flush=True)
-    far = reach.unreachable(setup, result)
-    for frame, r in far.items():
-        print(f"diffcloth: warning: {reach.message(setup, frame, r)}", flush=True)
+    far = {(part, frame): r for part, res in setup.written for frame, r in reach.unreachable(part, res).items()}
+    for (part, frame), r in far.items():
+        print(f"diffcloth: warning: {reach.message(part, frame, r)}", flush=True)
 
     pending = []  # (temporary, final) renamed only when all outputs exist
     try:
@@ -160,7 +164,8 @@ def optimize(args):
                 "exit_code": PREVIEW_FAILED if preview_error else 0,
                 "blend": bpy.data.filepath,
                 "output": os.path.abspath(output),
-                "cloth": setup.cloth_obj.name,
+                "cloth": setup.cloth_name,
+                "cloths": [part.cloth_name for part, _ in setup.written],
                 "frames": [setup.start, setup.end],
                 "targets": setup.target_frames,
                 "parameters": {k: _jsonable(v) for k, v in result.params.items()},
@@ -183,7 +188,7 @@ def optimize(args):
                 # keys out of the cloth's reach: the stretch they ask, the nearest pose's distance, colliders entered
                 "unreachable_keys": {
                     f: {
-                        "target": reach.target_of(setup, f),
+                        "target": reach.target_of(part, f),
                         "stretch_largest": r.demand,
                         "stretch_p95": r.demand_p95,
                         "fabric_stretch": r.fabric,
@@ -194,7 +199,7 @@ def optimize(args):
                             for c, (n, d) in r.inside.items()
                         },
                     }
-                    for f, r in far.items()
+                    for (part, f), r in far.items()
                 },
                 "history": result.history,
                 **({"preview_error": preview_error} if preview_error else {}),
@@ -229,7 +234,7 @@ def _draw_preview(path, setup, result):
         frames = sorted(setup.loss.targets)
         preview.write(
             path,
-            [(f + setup.start, f, setup.loss.targets[f], shown[f]) for f in frames],
+            [(f + setup.start, f, _keyed(setup.loss, f, shown[f]), shown[f]) for f in frames],
             setup.render_tris,
             setup.scene.colliders,
             [result.initial_loss] + [h["loss"] for h in result.history],
@@ -239,6 +244,17 @@ def _draw_preview(path, setup, result):
             os.remove(path)
         return f"the preview could not be drawn: {type(err).__name__}: {err}"
     return None
+
+
+def _keyed(loss, frame, shown):
+    """A key's target where it poses the cloths, the cloths as shown where it does not (cloths run
+    together keyed apart)."""
+    target = loss.targets[frame].copy()
+    if frame in getattr(loss, "keyed", {}):
+        unkeyed = np.ones(len(target), bool)
+        unkeyed[loss.keyed[frame]] = False
+        target[unkeyed] = shown[unkeyed]
+    return target
 
 
 def _shot(path):

@@ -16,15 +16,15 @@ from .errors import InputError
 FRICTION_SCALE = 0.01
 
 
-def collision_objects(scene, cloth_obj):
-    """The scene's Collision-physics meshes that collide with cloth_obj (the Sphere and Plane
-    roles collide as themselves, never twice; targets never): other cloths among them collide as
-    they are baked, one way, as Blender's cloth objects collide with one another."""
+def collision_objects(scene, cloths):
+    """The scene's Collision-physics meshes that collide with the cloths run (the Sphere and Plane
+    roles collide as themselves, never twice; targets never): other cloths among them, not run
+    with these, collide as they are baked, one way."""
     return [
         o
         for o in scene.objects
         if o.type == "MESH"
-        and o is not cloth_obj
+        and o not in cloths
         and o.diffcloth.role in ("NONE", "CLOTH")
         and o.collision is not None
         and o.collision.use

@@ -2,6 +2,7 @@
 colliders and targets read at every frame and checked, as a Setup of the core scene and loss plus
 what bake/store need."""
 
+import contextlib
 import re
 from dataclasses import dataclass, field
 
@@ -10,7 +11,7 @@ import numpy as np
 
 from .. import core as dc
 from ..core.design.embedding import EmbeddedLoss, Embedding
-from . import fields, proxy
+from . import fields, proxy, together
 from .colliders import FRICTION_SCALE, MeshReader, collision_objects
 from .errors import NO_KEYS, NO_TARGETS, InputError
 from .reading import (
@@ -74,9 +75,13 @@ class Setup:
     collider_names: list[str]  # the objects of scene.colliders, in order
     embedding: Embedding | None = None  # the cloth's rest positions in its proxy (None: no proxy)
     refine: Refine | None = None  # the cloth's own run after the proxy's (Refine)
+    # cloths run together (together.joint): each one's Setup, and their scenes joined
+    parts: list["Setup"] = field(default_factory=list)
+    joined: dc.Joined | None = None
     # set when the run is prepared (operators.prepare)
     kind: str = ""  # "simulate" or "optimize"
     solver: str = ""  # the solver its steps take
+    written: list = field(default_factory=list)  # once written (operators.finish): (Setup, result) per cloth
 
 
 @dataclass
@@ -233,19 +238,35 @@ def _loss(targets, target_pos, start, depsgraph_get, n):
 
 def gather(context, cloth_name=None, need_targets=True, use_active=True):
     """Read the scene into a Setup; raises InputError for user mistakes. Restores the frame.
-    use_active: with several cloths and no name, take the active object if it is one."""
+    use_active: with several cloths and no name, take the active object if it is one (unless the
+    scene's cloths run together: then all of them, together.joint)."""
     scene = context.scene
-    cloth_obj = find_cloth(scene, cloth_name, context.active_object if use_active else None)
-    check_cloth_object(cloth_obj)
-    _check_single_user(scene, cloth_obj)
+    cloths = run_cloths(scene, cloth_name, context.active_object if use_active else None)
+    for cloth_obj in cloths:
+        check_cloth_object(cloth_obj)
+        _check_single_user(scene, cloth_obj)
     start, end = frame_range(scene)
     if end <= start:
         raise InputError(f"the frame range {start}-{end} is empty")
-    targets, others, target_frames = _targets(scene, cloth_obj, start, end)
-    read = _read(context, cloth_obj, targets, target_frames, start, end)
+    picked = [_targets(scene, c, start, end, len(cloths) > 1) for c in cloths]
+    reads = _read(context, cloths, picked, start, end)
     if need_targets:
-        _check_posed(cloth_obj.name, targets, others, read.target_pos)
-    return _setup(context, cloth_obj, read, targets, target_frames, start, end, need_targets)
+        _check_posed(cloths, picked, reads)
+    built = _colliders(reads[0])
+    parts = [
+        _setup(context, c, read, targets, frames, start, end, need_targets, built)
+        for c, read, (targets, _, frames) in zip(cloths, reads, picked)
+    ]
+    return parts[0] if len(parts) == 1 else together.joint(parts)
+
+
+def run_cloths(scene, name, active):
+    """The cloths a run takes: the one named; else every cloth of the scene where they run
+    together (Cloths Together) and there are several; else the active or the only one."""
+    cloths = [o for o in scene.objects if o.diffcloth.role == "CLOTH"]
+    if not name and len(cloths) > 1 and scene.diffcloth.together:
+        return cloths
+    return [find_cloth(scene, name, active)]
 
 
 def _check_single_user(scene, cloth_obj):
@@ -258,10 +279,11 @@ def _check_single_user(scene, cloth_obj):
         )
 
 
-def _targets(scene, cloth_obj, start, end):
+def _targets(scene, cloth_obj, start, end, several=False):
     """The targets that pose the cloth (theirs, or the scene's only one), those that pose other
     cloths, and the frames each of the first is keyed at; refused by name where a target names no
-    cloth of the scene, or cannot pose one within the frame range."""
+    cloth of the scene, or cannot pose one within the frame range. several: the cloth runs with
+    others, so a keyed target must name it."""
     targets = [o for o in scene.objects if o.diffcloth.role == "TARGET"]
     for t in targets:
         owner = t.diffcloth.cloth
@@ -271,6 +293,11 @@ def _targets(scene, cloth_obj, start, end):
             raise InputError(
                 f"target '{t.name}' poses '{owner.name}', which is not in this scene: set its Cloth, "
                 "or clear it to pose the scene's only cloth"
+            )
+        if owner is None and several and keyed_frames(t):
+            raise InputError(
+                f"target '{t.name}' names no Cloth, and the scene's cloths run together (Cloths Together): "
+                "set the cloth it poses"
             )
     others = [t for t in targets if t.diffcloth.cloth not in (None, cloth_obj)]
     targets = [t for t in targets if t.diffcloth.cloth in (None, cloth_obj)]
@@ -286,42 +313,52 @@ def _targets(scene, cloth_obj, start, end):
     return targets, others, target_frames
 
 
-def _read(context, cloth_obj, targets, target_frames, start, end):
-    """The cloth, its colliders and targets read at every frame of the range, the cloth as it is
-    without DiffCloth's bake; restores the frame."""
+def _read(context, cloths, picked, start, end):
+    """Each cloth (a _Read per cloth), its targets, and the colliders (shared by the reads) read at
+    every frame of the range, the cloths as they are without DiffCloth's bake; restores the frame.
+    picked: per cloth, its targets and their keyed frames (_targets)."""
     scene = context.scene
     colliders = [o for o in scene.objects if o.diffcloth.role in ("SPHERE", "PLANE")]
-    meshes = collision_objects(scene, cloth_obj)
+    meshes = collision_objects(scene, cloths)
     original_frame = scene.frame_current
     try:
-        with OwnKeysMuted(cloth_obj), ModifiersOff(cloth_obj):
+        with contextlib.ExitStack() as stack:
+            for c in cloths:
+                stack.enter_context(OwnKeysMuted(c))
+                stack.enter_context(ModifiersOff(c))
             scene.frame_set(start)
             context.view_layer.update()
             depsgraph = context.evaluated_depsgraph_get()
-            warnings = _evaluated_only(cloth_obj, colliders, meshes, targets, target_frames, depsgraph)
+            warnings = _evaluated_only(cloths, colliders, meshes, picked, depsgraph)
             readers = [MeshReader(o, mesh_topology(o, depsgraph)[0]) for o in meshes]
-            sim = _read_start(cloth_obj, depsgraph, start, warnings)
-            reader = fields.FieldReader(scene, cloth_obj.diffcloth, depsgraph)
-            poses = {o.name: [] for o in colliders}
-            read = _Read(sim, colliders, meshes, readers, warnings + reader.warnings, reader, poses=poses)
+            poses, uneven = {o.name: [] for o in colliders}, {}
+            reads = []
+            for c in cloths:
+                sim = _read_start(c, depsgraph, start, warnings)
+                reader = fields.FieldReader(scene, c.diffcloth, depsgraph)
+                reads.append(_Read(sim, colliders, meshes, readers, warnings + reader.warnings, reader, poses, uneven))
+                warnings = []
             for f in range(start, end + 1):
                 scene.frame_set(f)
                 depsgraph = context.evaluated_depsgraph_get()
-                _read_frame(read, cloth_obj, targets, target_frames, f, depsgraph)
-                reader.read(depsgraph)
+                for c, read, (targets, _, target_frames) in zip(cloths, reads, picked):
+                    _read_frame(read, c, targets, target_frames, f, depsgraph)
+                    read.fields.read(depsgraph)
+                _read_colliders(reads[0], f, depsgraph)
     finally:
         scene.frame_set(original_frame)
-    return read
+    return reads
 
 
-def _evaluated_only(cloth_obj, colliders, meshes, targets, target_frames, depsgraph):
+def _evaluated_only(cloths, colliders, meshes, picked, depsgraph):
     """Refuse a cloth or keyed target that Blender does not evaluate; leave such colliders out of
     colliders and meshes, as Blender's own physics does, with a warning each (returned)."""
-    if not evaluated(cloth_obj, depsgraph):
-        raise InputError(not_evaluated_message("cloth", cloth_obj))
-    for t in targets:
-        if target_frames[t.name] and not evaluated(t, depsgraph):
-            raise InputError(not_evaluated_message("target", t))
+    for cloth_obj, (targets, _, target_frames) in zip(cloths, picked):
+        if not evaluated(cloth_obj, depsgraph):
+            raise InputError(not_evaluated_message("cloth", cloth_obj))
+        for t in targets:
+            if target_frames[t.name] and not evaluated(t, depsgraph):
+                raise InputError(not_evaluated_message("target", t))
     warnings = []
     for group in (colliders, meshes):
         for o in [o for o in group if not evaluated(o, depsgraph)]:
@@ -407,8 +444,8 @@ def _rest_shape(cloth_obj, depsgraph, unsupported):
 
 
 def _read_frame(read, cloth_obj, targets, target_frames, f, depsgraph):
-    """Frame f into read: the cloth object's matrix (its mesh checked), the pins' and colliders'
-    poses, and the poses of the targets keyed there."""
+    """Frame f of one cloth into read: the cloth object's matrix (its mesh checked), the pins'
+    poses, and the poses of its targets keyed there."""
     sim = read.sim
     co, mw = evaluated_coords(cloth_obj, depsgraph)
     check_undeformed(cloth_obj, co, f)
@@ -421,6 +458,13 @@ def _read_frame(read, cloth_obj, targets, target_frames, f, depsgraph):
     if sim.embedding is not None:
         read.render_pin_path.append(to_world(sim.render_pins_local, mw))
         read.render_goal_path.append(to_world(sim.render_goal_local, mw))
+    for t in targets:
+        if f in target_frames[t.name]:
+            _read_target(read, t, f, depsgraph, cloth_obj.name)
+
+
+def _read_colliders(read, f, depsgraph):
+    """Frame f of the colliders into read (theirs are shared by every cloth's read)."""
     for o in read.colliders:
         ev = o.evaluated_get(depsgraph)
         read.poses[o.name].append(collider_pose(ev, o.diffcloth.role, f))
@@ -429,9 +473,6 @@ def _read_frame(read, cloth_obj, targets, target_frames, f, depsgraph):
     for reader in read.readers:
         co, mw = evaluated_coords(reader.obj, depsgraph)
         reader.read(to_world(co, mw), f, mirrored=np.linalg.det(mw[:3, :3]) < 0)
-    for t in targets:
-        if f in target_frames[t.name]:
-            _read_target(read, t, f, depsgraph, cloth_obj.name)
 
 
 def _read_target(read, t, f, depsgraph, name):
@@ -453,23 +494,25 @@ def _read_target(read, t, f, depsgraph, name):
     read.target_pos[f] = (t.name, tv)
 
 
-def _check_posed(name, targets, others, target_pos):
-    """Refuse an optimization of cloth `name` that no target poses."""
+def _check_posed(cloths, picked, reads):
+    """Refuse an optimization that no target poses (of any of the cloths run)."""
+    if any(read.target_pos for read in reads):
+        return
+    targets = [t for ts, _, _ in picked for t in ts]
+    others = {t for _, os, _ in picked for t in os} - set(targets)
     if not targets and others:
         raise InputError(
-            f"no targets pose cloth '{name}' ("
+            f"no targets pose cloth '{cloths[0].name}' ("
             + ", ".join(f"'{t.name}' poses '{t.diffcloth.cloth.name}'" for t in others)
             + "): set a target's Cloth to it, or run the cloth they pose"
         )
-    if not target_pos:
-        raise InputError(NO_KEYS if targets else NO_TARGETS)
+    raise InputError(NO_KEYS if targets else NO_TARGETS)
 
 
-def _setup(context, cloth_obj, read, targets, target_frames, start, end, need_targets):
-    """The Setup of what was read: the core scene (its start checked), the targets' loss and, with
-    a proxy, Refine's run on the cloth itself."""
+def _setup(context, cloth_obj, read, targets, target_frames, start, end, need_targets, built):
+    """The Setup of what was read: the core scene (its start checked; built: its colliders), the
+    targets' loss and, with a proxy, Refine's run on the cloth itself."""
     scene, cs, name, sim, warnings = context.scene, cloth_obj.diffcloth, cloth_obj.name, read.sim, read.warnings
-    built = _colliders(read)
     common = dict(
         steps=end - start,
         dt=frame_time(scene),

@@ -7,7 +7,7 @@ import numpy as np
 from bpy.props import StringProperty
 
 from .. import core as dc
-from . import bake, convert, proxy, reach, runner
+from . import bake, convert, proxy, reach, runner, together
 from .errors import InputError
 from .reading import ModifiersOff, find_cloth, frame_range, not_ready, stack_place
 from .results import (
@@ -38,11 +38,17 @@ def prepare(context, kind, cloth_name=None, max_iter=None, use_active=True, with
     settings = context.scene.diffcloth
     setup = convert.gather(context, cloth_name, need_targets=kind == "optimize", use_active=use_active)
     setup.kind = kind
-    scene = apply_stored_result(setup)
-    if kind == "optimize" or converged:
-        scene = bounded(setup.cloth_name, scene.replace(solver=OPTIMIZE_SOLVER))
+    converge = kind == "optimize" or converged
+    if setup.parts:  # cloths run together: each with its stored design, joined
+        scene, guess = together.run_scene(setup, OPTIMIZE_SOLVER if converge else None)
+        scene = bounded(setup.cloth_name, scene)
+    else:
+        scene = apply_stored_result(setup)
+        if converge:
+            scene = bounded(setup.cloth_name, scene.replace(solver=OPTIMIZE_SOLVER))
+        guess = stored_motion(setup, scene)
     setup.solver = scene.solver
-    job = {"kind": kind, "scene": scene, "guess": stored_motion(setup, scene)}
+    job = {"kind": kind, "scene": scene, "guess": guess}
     if kind == "optimize":
         job.update(
             loss=setup.loss,
@@ -50,6 +56,7 @@ def prepare(context, kind, cloth_name=None, max_iter=None, use_active=True, with
             max_iter=max_iter or settings.max_iterations,
             render_tris=setup.render_tris,
             within=within or settings.stop_within or None,
+            parts=together.job_parts(setup) if setup.parts else None,
         )
         if setup.refine is not None:  # then the design found through the proxy, on the cloth itself
             job["refine"] = dict(
@@ -62,30 +69,39 @@ def prepare(context, kind, cloth_name=None, max_iter=None, use_active=True, with
 
 
 def finish(context, setup, run):
-    """Write a finished run into Blender (main thread): bake, and for an optimization store the
-    result. Raises InputError if the run failed or its cloth is gone; nothing is written then."""
-    name = setup.cloth_name
+    """Write a finished run into Blender (main thread): bake each cloth, and for an optimization
+    store its result. Raises InputError if the run failed or a cloth is gone; nothing is written
+    then. setup.written: (Setup, result) per cloth."""
     if run.error is not None:
-        raise InputError(f"{setup.kind} of '{name}' failed: {run.error}")
+        raise InputError(f"{setup.kind} of '{setup.cloth_name}' failed: {run.error}")
+    for part in setup.parts or [setup]:
+        part.cloth_obj = _still_there(context, part)  # an undo during the run reloads the data
+    if getattr(run.result, "refined", False):  # Refine's result is the cloth's own motion and design
+        setup.scene, setup.embedding = setup.refine.scene, None
+    setup.written = together.per_cloth(setup, run.result)
+    for part, result in setup.written:
+        motion = result if setup.kind == "simulate" else result.trajectory
+        try:
+            bake.bake(part.cloth_obj, render_positions(part, motion.x), part.start, part.matrices)
+        except np.linalg.LinAlgError as err:
+            raise InputError(f"cloth '{part.cloth_name}': {err}; nothing more was written") from None
+        store_motion(part, motion.step_x, setup.solver)
+        if setup.kind == "optimize":
+            store_result(part, result)
+            reach.mark_targets(part, result, context.scene.objects)
+    context.scene.frame_set(context.scene.frame_current)
+    return run.result
+
+
+def _still_there(context, setup):
+    """The run's cloth object, looked up again by name; InputError if it is gone or changed."""
+    name = setup.cloth_name
     cloth = context.scene.objects.get(name)
     if cloth is None or cloth.type != "MESH" or len(cloth.data.vertices) != setup.n_render:
         raise InputError(f"cloth '{name}' was deleted or changed during the run; nothing was written")
     if cloth.mode == "EDIT":  # leaving Edit Mode would overwrite the bake with the edit mesh
         raise InputError(f"cloth '{name}' was put in Edit Mode during the run; nothing was written")
-    setup.cloth_obj = cloth  # an undo during the run reloads the data: look it up again
-    if getattr(run.result, "refined", False):  # Refine's result is the cloth's own motion and design
-        setup.scene, setup.embedding = setup.refine.scene, None
-    motion = run.result if setup.kind == "simulate" else run.result.trajectory
-    try:
-        bake.bake(cloth, render_positions(setup, motion.x), setup.start, setup.matrices)
-    except np.linalg.LinAlgError as err:
-        raise InputError(f"cloth '{name}': {err}; nothing was written") from None
-    store_motion(setup, motion.step_x, setup.solver)
-    if setup.kind == "optimize":
-        store_result(setup, run.result)
-        reach.mark_targets(setup, run.result, context.scene.objects)
-    context.scene.frame_set(context.scene.frame_current)
-    return run.result
+    return cloth
 
 
 def progress_text(setup, info):
@@ -196,15 +212,19 @@ class _Run(_ClothName, bpy.types.Operator):
             state.status = "failed"
             return _fail(self, str(err))
         if self.kind == "optimize":
-            far = reach.unreachable(self.setup, result)
+            far = [
+                (part, frame, r)
+                for part, res in self.setup.written
+                for frame, r in reach.unreachable(part, res).items()
+            ]
             state.loss, state.normalized_loss, state.status = (
                 result.loss,
                 result.normalized_loss,
                 reason_text(result.reason)
-                + (f"; frame {', '.join(map(str, far))} out of the cloth's reach" if far else ""),
+                + (f"; frame {', '.join(str(f) for _, f, _ in far)} out of the cloth's reach" if far else ""),
             )
-            for frame, r in far.items():
-                self.report({"WARNING"}, reach.message(self.setup, frame, r))
+            for part, frame, r in far:
+                self.report({"WARNING"}, reach.message(part, frame, r))
         else:
             cost = getattr(result, "self_collision_s", 0.0)  # the sidebar shows what they cost
             state.status, state.progress = "done" + (f", Self Collisions {cost:.1f} s of it" if cost else ""), 1.0

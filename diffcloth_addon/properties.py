@@ -342,6 +342,12 @@ class DiffClothSceneSettings(bpy.types.PropertyGroup):
     )
     frame_start: IntProperty(name="Start", description="First frame: the cloth's rest pose", default=1)
     frame_end: IntProperty(name="End", description="Last simulated frame", default=100)
+    together: BoolProperty(
+        name="Cloths Together",
+        description="Simulate and optimize every cloth of the scene in one run, colliding with one another "
+        "(off: the active cloth alone, the others colliding as baked where they have Collision physics)",
+        default=True,
+    )
     # what may change
     opt_tension: BoolProperty(
         name="Tension Stiffness", description="Optimize the cloth's tension stiffness", default=True

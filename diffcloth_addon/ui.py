@@ -255,9 +255,14 @@ class DIFFCLOTH_PT_main(_Sidebar):
         objs = scene.objects
         cloths = [o for o in objs if o.diffcloth.role == "CLOTH"]
         active = context.active_object
+        joint = len(cloths) > 1 and scene.diffcloth.together
         cloth = active if active in cloths else (cloths[0] if len(cloths) == 1 else None)
         col = layout.column()
-        if cloth is not None:
+        if len(cloths) > 1:
+            col.prop(scene.diffcloth, "together")
+        if joint:
+            col.label(text=f"Cloths: {', '.join(o.name for o in cloths)}", icon="MOD_CLOTH")
+        elif cloth is not None:
             col.label(text=f"Cloth: {cloth.name}", icon="MOD_CLOTH")
             cs = cloth.diffcloth
             col.label(
@@ -271,7 +276,7 @@ class DIFFCLOTH_PT_main(_Sidebar):
         for o in objs:
             if o.diffcloth.role in ("SPHERE", "PLANE"):
                 col.label(text=f"    {o.name} ({o.diffcloth.role.lower()}, friction {o.diffcloth.friction:g})")
-        for o in collision_objects(scene, cloth):
+        for o in collision_objects(scene, cloths if joint else [cloth]):
             c = o.collision
             col.label(
                 text=f"    {o.name} (mesh, {sum(len(p.vertices) - 2 for p in o.data.polygons)} triangles, "

@@ -59,14 +59,22 @@ def run(core, job, report, cancelled):
             refine["loss"],
         )
     # what the artist reads: per keyframe, the mean and largest distance before and after, and
-    # what it asks of the fabric's stretch, on the cloth's own mesh
+    # what it asks of the fabric's stretch, on the cloth's own mesh (per cloth, of cloths run together)
     keyframes = {f: result.initial_distances[f] + after for f, after in loss.distances(result.trajectory.x).items()}
     embedding = getattr(loss, "embedding", None)
     render = result.trajectory.x if embedding is None else embedding.apply(result.trajectory.x)
-    reach = core.key_reach(job["render_tris"], render, loss.targets, scene=job["scene"])
+    parts = job.get("parts") or [(0, render.shape[1], job["render_tris"], loss)]
+    reach = [
+        {} if keys is None else core.key_reach(tris, render[:, lo:hi], keys.targets, scene=job["scene"])
+        for lo, hi, tris, keys in parts
+    ]
     # positions only: the trajectory's factorizations stay in this process
     trajectory = types.SimpleNamespace(x=result.trajectory.x, step_x=result.trajectory.step_x)
-    return dataclasses.replace(result, trajectory=trajectory, keyframes=keyframes, reach=reach)
+    out = dataclasses.replace(
+        result, trajectory=trajectory, keyframes=keyframes, reach=reach[0] if len(reach) == 1 else {}
+    )
+    out.part_reach = reach  # per cloth run together (together.per_cloth)
+    return out
 
 
 def progress_line(info):

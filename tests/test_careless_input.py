@@ -958,9 +958,10 @@ def _target_case(context, cloth, target, kind):
         target.diffcloth.cloth = other
         bpy.data.objects.remove(other)
         assert target.diffcloth.cloth is None
-    elif kind == "posing another cloth":
+    elif kind == "posing another cloth":  # the active cloth run alone (together, both would be)
         other = grid_cloth("Other", n=5, location=(1.0, 0.0, 0.0))
         target.diffcloth.cloth = other
+        bpy.context.scene.diffcloth.together = False
     elif kind == "posing a collider":
         target.diffcloth.cloth = add_sphere(location=(1.0, 0.0, 0.0))
     elif kind == "a missing Weight Group":
@@ -1688,6 +1689,7 @@ def test_the_wrong_cloth(blank, kind, message):
         grid_cloth("A", n=3)
         grid_cloth("B", n=3, location=(1.0, 0.0, 0.0))
         blank.view_layer.objects.active = None
+        blank.scene.diffcloth.together = False  # else they run together
     elif kind == "a curve marked as cloth":
         bpy.ops.curve.primitive_bezier_curve_add()
         blank.active_object.name, blank.active_object.diffcloth.role = "Curve", "CLOTH"

@@ -143,7 +143,7 @@ def two_cloths(bpy):
     copy = bpy.data.objects["Cloth"].copy()
     copy.name = "Cloth.second"
     bpy.context.collection.objects.link(copy)
-
+    bpy.context.scene.diffcloth.together = False  # else they run together
 
 @pytest.mark.parametrize(
     "edit,message",

@@ -263,21 +263,32 @@ def _joined_damping(cloths):
     return float(joined[0]) if np.all(joined == joined[0]) else joined
 
 
+class JoinError(ValueError):
+    """Cloths (or their scenes, core.Joined) that cannot be joined: cloth `index` differs from
+    the first in `key`, which they must share."""
+
+    def __init__(self, key, index):
+        super().__init__(f"join: cloth {index} differs from cloth 0 in {key}, which joined cloths share")
+        self.key, self.index = key, index
+
+
 def join(cloths):
     """Several cloths as one: their vertices, triangles and every per-element array in turn (pins,
     sewing pairs and polygons renumbered), each keeping its own masses, stiffness, shrinking and
     rest and air damping. A scene's self-collision (Scene(self_distance=...)) then acts between
     them as within each. They share what a scene holds once: the bending model, the sewing force
-    cap and whether hinges keep their rest angles (else ValueError)."""
+    cap and whether hinges keep their rest angles (else JoinError)."""
     cloths = list(cloths)
     if not cloths:
         raise ValueError("join: no cloths")
     for what in ("bending", "rest_angles"):
-        if len({getattr(c, what) for c in cloths}) > 1:
-            raise ValueError(f"join: the cloths must share their {what}")
-    sewn = {c.sewing_force for c in cloths if len(c.sewing_edges)}
-    if len(sewn) > 1:
-        raise ValueError("join: the sewn cloths must share their sewing force cap")
+        for i, c in enumerate(cloths):
+            if getattr(c, what) != getattr(cloths[0], what):
+                raise JoinError(what, i)
+    sewn = [(i, c.sewing_force) for i, c in enumerate(cloths) if len(c.sewing_edges)]
+    for i, force in sewn:
+        if force != sewn[0][1]:
+            raise JoinError("sewing_force", i)
     starts = np.cumsum([0] + [c.n for c in cloths[:-1]])
     polygons = np.cumsum([0] + [c.polygons.max() + 1 for c in cloths[:-1]])
 

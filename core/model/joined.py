@@ -4,7 +4,7 @@ motion per cloth."""
 
 import numpy as np
 
-from .cloth import join
+from .cloth import JoinError, join
 from .scene import Goals, Scene
 
 # what the scenes hold once and must share
@@ -41,7 +41,7 @@ def _same(a, b):
 class Joined:
     """scenes (one per cloth) as one Scene, .scene: the cloths joined in turn, each vertex array
     (start, velocities, control forces, pins and their paths, soft pins) concatenated, what the
-    scenes share (SHARED, else ValueError naming it) once. The cloths keep distance between
+    scenes share (SHARED, else JoinError naming it) once. The cloths keep distance between
     them through self-collision: self_distance (m) between cloths, the larger of it and a
     cloth's own where that cloth collides with itself; a cloth whose scene has no self distance
     meets only the others (Scene.self_pieces). self_friction: between them (None: the largest
@@ -55,7 +55,7 @@ class Joined:
         for key in SHARED:
             for i, s in enumerate(self.scenes[1:], 1):
                 if not _same(getattr(first, key), getattr(s, key)):
-                    raise ValueError(f"Joined: scene {i} differs from scene 0 in {key}; joined scenes share it")
+                    raise JoinError(key, i)
         sizes = [s.cloth.n for s in self.scenes]
         self.starts = np.cumsum([0] + sizes)
         apart = [s.self_distance == 0 for s in self.scenes]
@@ -85,8 +85,12 @@ class Joined:
         if all(s.forces is None for s in self.scenes):
             return None
         return np.concatenate(
-            [np.zeros((steps, s.cloth.n, 3)) if s.forces is None else np.broadcast_to(s.forces, (steps, s.cloth.n, 3))
-             for s in self.scenes],
+            [
+                np.zeros((steps, s.cloth.n, 3))
+                if s.forces is None
+                else np.broadcast_to(s.forces, (steps, s.cloth.n, 3))
+                for s in self.scenes
+            ],
             axis=1,
         )
 
@@ -116,12 +120,16 @@ class Joined:
         out = []
         cuts = {
             key: np.cumsum([0] + [count(s.cloth) for s in self.scenes])
-            for key, count in (("tension", lambda c: c.n_tension), ("shear", lambda c: c.n_shear),
-                               ("bending", lambda c: len(c.k_bending)))
+            for key, count in (
+                ("tension", lambda c: c.n_tension),
+                ("shear", lambda c: c.n_shear),
+                ("bending", lambda c: len(c.k_bending)),
+            )
         }
         pins = np.cumsum([0] + [len(s.cloth.pinned) for s in self.scenes])
         v0 = np.broadcast_to(scene.v0, scene.x0.shape)
         for i, part in enumerate(self.scenes):
+
             def cut(a, key):
                 return a[cuts[key][i] : cuts[key][i + 1]]
 
@@ -136,7 +144,9 @@ class Joined:
                 part.replace(
                     cloth=cloth,
                     v0=v0[lo:hi],
-                    forces=None if scene.forces is None else np.broadcast_to(scene.forces, (scene.steps, c.n, 3))[:, lo:hi],
+                    forces=None
+                    if scene.forces is None
+                    else np.broadcast_to(scene.forces, (scene.steps, c.n, 3))[:, lo:hi],
                     pin_path=None if scene.pin_path is None else scene.pin_path[:, pins[i] : pins[i + 1]],
                     wind=scene.wind,
                     solver=scene.solver,
