@@ -462,8 +462,9 @@ class DIFFCLOTH_OT_new_target(_OnCloth):
         if baked_solver(cloth) not in (None, OPTIMIZE_SOLVER):
             # Optimize converges every step, and a quick preview's motion differs from that by a
             # few cm where stiff cloth buckles: keys posed on it are out of Optimize's reach
+            run = "" if len(convert.run_cloths(context.scene, None, cloth)) > 1 else cloth.name  # together: all
             if not bpy.app.background and context.window is not None:
-                bpy.ops.diffcloth.simulate("INVOKE_DEFAULT", cloth=cloth.name, converged=True)
+                bpy.ops.diffcloth.simulate("INVOKE_DEFAULT", cloth=run, converged=True)
                 self.report(
                     {"INFO"},
                     f"Baking the motion Optimize starts from ('{cloth.name}' with every step converged; "
@@ -471,7 +472,7 @@ class DIFFCLOTH_OT_new_target(_OnCloth):
                     "when it is done",
                 )
                 return {"CANCELLED"}
-            if bpy.ops.diffcloth.simulate(cloth=cloth.name, converged=True) != {"FINISHED"}:
+            if bpy.ops.diffcloth.simulate(cloth=run, converged=True) != {"FINISHED"}:
                 return {"CANCELLED"}  # the simulation named why
             context.scene.frame_set(frame)
         with ModifiersOff(cloth, keep_bake=True):  # the cloth's own vertices as baked, before the modifiers after it

@@ -9,7 +9,7 @@ stack="${STACK:-py313-bpy5.2}"
 bash "$root/scripts/setup_env.sh" "$stack"
 cd "$root"
 py=".envs/$stack/bin/python"
-scene="${1:-sample_scenes/windy_cape.blend}"
+scene="${1:-sample_scenes/character.blend}"
 zip="$("$py" scripts/build_extension.py --this-platform)"
 rm -rf out/blender_user
 mkdir -p out/blender_user

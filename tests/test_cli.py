@@ -145,6 +145,7 @@ def two_cloths(bpy):
     bpy.context.collection.objects.link(copy)
     bpy.context.scene.diffcloth.together = False  # else they run together
 
+
 @pytest.mark.parametrize(
     "edit,message",
     [

@@ -11,10 +11,11 @@ from conftest import REPO
 SCENES = sorted((REPO / "sample_scenes").glob("*.blend"))
 
 
-def test_all_seven_scenes_are_there():
+def test_all_eight_scenes_are_there():
     assert [p.stem for p in SCENES] == [
         "artist_keyframes",
         "cape",
+        "character",
         "hanging_cloth",
         "pinned_to_animated",
         "tablecloth",

@@ -113,15 +113,17 @@ class _Shape:
 
 class SelfQuery:
     """A cloth's self-contact search: its triangles, the self distance δ, and the (vertex,
-    triangle) pairs within REST·δ of each other at rest, which never become planes (a
-    triangle's own corners among them), nor do pairs within one piece that keeps apart only from
-    the others (pieces: per vertex, its label ≥ 0; −1 or None: none such)."""
+    triangle) pairs within REST·δ of each other at rest in one piece (Scene.self_pieces; a
+    triangle's own corners among them), which never become planes, nor do pairs within a piece
+    that does not collide with itself (within: per piece; None: all do)."""
 
-    def __init__(self, cloth, distance, pieces=None):
+    def __init__(self, cloth, distance, pieces=None, within=None):
         self.tris, self.distance, self.radius = cloth.tris, float(distance), SEARCH * float(distance)
         self.n_tris = len(cloth.tris)
-        self.pieces = None if pieces is None or (pieces < 0).all() else pieces
+        self.pieces, self.within = pieces, within
         p, t = _near(_Shape(cloth.rest, self.tris), self.radius)
+        if pieces is not None:
+            p, t = (a[pieces[p] == pieces[self.tris[t, 0]]] for a in (p, t))
         # the closest point at rest, in any region of the triangle
         corners = cloth.rest[self.tris[t]]
         q, _ = closest_on_triangles(cloth.rest[p], corners[:, 0], corners[:, 1], corners[:, 2])
@@ -140,12 +142,12 @@ class SelfQuery:
         return SelfPlanes(cands, _unique(np.concatenate([start, cands.select(shapes[1], self.radius)])), x)
 
     def allowed(self, keys):
-        """The keys of pairs not near at rest, nor within a piece that keeps apart from the others only."""
+        """The keys of pairs not near at rest, nor within a piece that does not collide with itself."""
         keys = keys[~_member(self.excluded, keys)]
-        if self.pieces is None:
+        if self.within is None or self.within.all():
             return keys
         own = self.pieces[keys // self.n_tris]
-        return keys[(own < 0) | (own != self.pieces[self.tris[keys % self.n_tris, 0]])]
+        return keys[self.within[own] | (own != self.pieces[self.tris[keys % self.n_tris, 0]])]
 
     def of_pairs(self, x, keys):
         """SelfPlanes of the pairs keys (vertex·triangles + triangle, sorted) from the step's start x."""

@@ -43,8 +43,9 @@ class Joined:
     (start, velocities, control forces, pins and their paths, soft pins) concatenated, what the
     scenes share (SHARED, else JoinError naming it) once. The cloths keep distance between
     them through self-collision: self_distance (m) between cloths, the larger of it and a
-    cloth's own where that cloth collides with itself; a cloth whose scene has no self distance
-    meets only the others (Scene.self_pieces). self_friction: between them (None: the largest
+    cloth's own where that cloth collides with itself, wherever they come that close (however
+    close they start); a cloth whose scene has no self distance meets only the others
+    (Scene.self_pieces, self_within). self_friction: between them (None: the largest
     of the scenes')."""
 
     def __init__(self, scenes, self_distance=0.0, self_friction=None):
@@ -70,7 +71,8 @@ class Joined:
             goals=self._goals(),
             self_distance=distance if len(self.scenes) > 1 or not apart[0] else 0.0,
             self_friction=max(s.self_friction for s in self.scenes) if self_friction is None else self_friction,
-            self_pieces=np.repeat([i if a else -1 for i, a in enumerate(apart)], sizes) if any(apart) else None,
+            self_pieces=np.repeat(np.arange(len(sizes)), sizes),
+            self_within=None if not any(apart) else np.logical_not(apart),
             bounds=False,
             **shared,
         )
@@ -129,15 +131,12 @@ class Joined:
         pins = np.cumsum([0] + [len(s.cloth.pinned) for s in self.scenes])
         v0 = np.broadcast_to(scene.v0, scene.x0.shape)
         for i, part in enumerate(self.scenes):
-
-            def cut(a, key):
-                return a[cuts[key][i] : cuts[key][i + 1]]
-
+            own = {key: slice(cut[i], cut[i + 1]) for key, cut in cuts.items()}
             cloth = part.cloth.replace(
-                k_tension=cut(c.k_tension, "tension"),
-                k_compression=None if c.own_compression is None else cut(c.own_compression, "tension"),
-                k_shear=cut(c.k_shear, "shear"),
-                k_bending=cut(c.k_bending, "bending"),
+                k_tension=c.k_tension[own["tension"]],
+                k_compression=None if c.own_compression is None else c.own_compression[own["tension"]],
+                k_shear=c.k_shear[own["shear"]],
+                k_bending=c.k_bending[own["bending"]],
             )
             lo, hi = self.starts[i], self.starts[i + 1]
             out.append(

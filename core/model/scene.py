@@ -223,8 +223,10 @@ class Scene:
     colliders' penalty; 0 turns self-collision off; at most twice the shortest rest edge.
     self_friction: Coulomb's μ between the cloth's layers where they touch (the colliders' lagged
     friction, a vertex slipping against a triangle); 0 none. self_pieces (n,) int, or None: per
-    vertex, its piece of a joined cloth (core.Joined) that does not collide with itself, ≥ 0 (its
-    vertices then meet only the other pieces' triangles), or −1 (it does).
+    vertex, its piece (a cloth of a joined cloth, core.Joined): vertices and triangles of
+    different pieces are never left out for being near at rest, they meet wherever they come
+    within the self distance. self_within (pieces,) bool, or None (all): whether each piece
+    collides with itself (else its vertices meet only the other pieces' triangles).
     bounds: refuse (BoundsError) a stiffness, mass or contact stiffness beyond what the solver
     simulates right at this step (check_bounds). replace() leaves them to the simulation: a design
     an optimizer tries may step beyond them, and then fails as a SimulationError would.
@@ -255,6 +257,7 @@ class Scene:
         effectors=(),
         bounds=True,
         self_pieces=None,
+        self_within=None,
     ):
         if not isinstance(cloth, Cloth):
             raise ValueError("cloth must be a core.Cloth")
@@ -296,10 +299,7 @@ class Scene:
         if not (np.isfinite(contact_smoothing) and contact_smoothing >= 0):
             raise ValueError(f"contact smoothing must be non-negative, got {contact_smoothing}")
         self.contact_smoothing = float(contact_smoothing)
-        self._set_self_contact(self_distance, self_friction)
-        self.self_pieces = None if self_pieces is None else np.asarray(self_pieces, dtype=np.int64)
-        if self.self_pieces is not None and self.self_pieces.shape != (n,):
-            raise ValueError(f"self_pieces must have one label per vertex ({n}), got shape {self.self_pieces.shape}")
+        self._set_self_contact(self_distance, self_friction, self_pieces, self_within)
         if goals is not None and not isinstance(goals, Goals):
             raise ValueError("goals must be a core.Goals")
         self.goals = None if goals is None else goals.checked(self)
@@ -310,7 +310,7 @@ class Scene:
         if bounds:
             check_bounds(self)
 
-    def _set_self_contact(self, self_distance, self_friction):
+    def _set_self_contact(self, self_distance, self_friction, self_pieces, self_within):
         if not (np.isfinite(self_distance) and self_distance >= 0):
             raise ValueError(f"self distance must be non-negative (0: no self-collision), got {self_distance}")
         limit = max_self_distance(self.cloth)
@@ -323,6 +323,14 @@ class Scene:
         if not (np.isfinite(self_friction) and self_friction >= 0):
             raise ValueError(f"self friction must be non-negative, got {self_friction}")
         self.self_friction = float(self_friction)
+        n = self.cloth.n
+        self.self_pieces = None if self_pieces is None else np.asarray(self_pieces, dtype=np.int64)
+        if self.self_pieces is not None and (self.self_pieces.shape != (n,) or self.self_pieces.min() < 0):
+            raise ValueError(f"self_pieces must be one piece index ≥ 0 per vertex ({n})")
+        self.self_within = None if self_within is None else np.asarray(self_within, dtype=bool)
+        pieces = 1 if self.self_pieces is None else int(self.self_pieces.max()) + 1
+        if self.self_within is not None and self.self_within.shape != (pieces,):
+            raise ValueError(f"self_within must say for each of the {pieces} pieces whether it collides with itself")
 
     _fields = (
         "cloth",
@@ -347,6 +355,7 @@ class Scene:
         "wind",
         "effectors",
         "self_pieces",
+        "self_within",
     )
 
     def replace(self, **changes):

@@ -108,7 +108,7 @@ class Potential:
         self.contact_k = scene.contact_stiffness * cloth.masses
         self.self_query = self.self_slots = None
         if scene.self_distance > 0:
-            self.self_query = SelfQuery(cloth, scene.self_distance, scene.self_pieces)
+            self.self_query = SelfQuery(cloth, scene.self_distance, scene.self_pieces, scene.self_within)
             self.self_slots = system.triangle_slots(fidx[cloth.tris])
         self._edges = None
         self.terms = [term for kind in TERMS for term in kind.build(self)]

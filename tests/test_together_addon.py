@@ -1,0 +1,104 @@
+"""Several cloths in one run (Cloths Together), through the operators in the real Blender: they
+collide with one another both ways, are optimized together with keys on any of them, and each
+keeps its own bake and design."""
+
+import numpy as np
+import pytest
+
+bpy = pytest.importorskip("bpy")
+
+from test_addon import evaluated, grid_cloth  # noqa: E402
+from test_careless_input import refused  # noqa: E402
+
+FRAMES = 13
+
+
+def skirt_and_cape(blank, cape_z=0.03):
+    """A 0.5 m sheet held at its corners (the skirt) and a 0.2 m one dropped on it (the cape), Cotton,
+    at an artist's frame rate."""
+    scene = blank.scene
+    scene.frame_start, scene.frame_end, scene.render.fps = 1, FRAMES, 24
+    skirt = grid_cloth("Skirt", n=9, size=0.5, fabric=True, pins=False)
+    skirt.vertex_groups.new(name="corners").add([0, 8, 72, 80], 1.0, "REPLACE")
+    skirt.diffcloth.pin_group = "corners"
+    cape = grid_cloth("Cape", n=5, size=0.2, fabric=True, pins=False, location=(0.0, 0.0, cape_z))
+    return skirt, cape
+
+
+def motion(scene, obj):
+    """The object's evaluated world positions at every frame (frames, n, 3)."""
+    out = []
+    for f in range(1, FRAMES + 1):
+        scene.frame_set(f)
+        out.append(evaluated(obj))
+    scene.frame_set(1)
+    return np.array(out)
+
+
+def test_cloths_run_together_collide_both_ways(blank):
+    """Simulate & Bake with no cloth named runs both: the cape lands on the skirt and stays there,
+    and the skirt sags under it further than it does alone."""
+    scene = blank.scene
+    skirt, cape = skirt_and_cape(blank)
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    low, up = motion(scene, skirt), motion(scene, cape)
+    below = np.argmin(np.linalg.norm(up[-1][:, None, :2] - low[-1][None, :, :2], axis=2), axis=1)
+    assert (up[:, :, 2].min(axis=1) > low[:, :, 2].min(axis=1)).all()
+    assert (up[-1, :, 2] - low[-1, below, 2]).min() > -0.005  # on the skirt (its nearest vertex)
+    assert bpy.ops.diffcloth.simulate(cloth="Skirt") == {"FINISHED"}  # named: alone, the cape not a collider
+    alone = motion(scene, skirt)
+    assert low[-1, :, 2].min() < alone[-1, :, 2].min() - 1e-3  # the cape's weight bears on it
+
+
+def test_cloths_optimized_together_keep_their_own_designs(blank):
+    """A key on the cape alone: both cloths are optimized in one run, each keeps its bake and
+    design, and a plain Simulate & Bake of the result reproduces the optimized motion."""
+    scene = blank.scene
+    skirt, cape = skirt_and_cape(blank)
+    settings = scene.diffcloth
+    settings.opt_tension, settings.opt_velocity, settings.max_iterations = True, True, 4
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    scene.frame_set(9)
+    blank.view_layer.objects.active = cape
+    assert bpy.ops.diffcloth.new_target(cloth="Cape") == {"FINISHED"}
+    target = next(o for o in scene.objects if o.diffcloth.role == "TARGET")
+    assert skirt.get("diffcloth_motion_solver") == "newton"  # re-baked together with converged steps
+    target.data.vertices.foreach_set("co", (np.array([v.co for v in target.data.vertices]) + [0.0, 0.0, 0.02]).ravel())
+    scene.frame_set(1)
+    assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
+    stored = {o.name: o["diffcloth_result"].to_dict() for o in (skirt, cape)}
+    assert list(stored["Cape"]["keyframes"]) == ["9"] and not stored["Skirt"]["keyframes"]
+    before, _, after, _ = stored["Cape"]["keyframes"]["9"]
+    assert after < 0.8 * before
+    assert len(stored["Skirt"]["k_tension"]) == len(skirt.data.edges)
+    assert len(stored["Cape"]["v0"]) == 3 * len(cape.data.vertices)
+    optimized = motion(scene, skirt), motion(scene, cape)
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    for was, obj in zip(optimized, (skirt, cape)):
+        assert np.abs(motion(scene, obj) - was).max() < 1e-3
+
+
+@pytest.mark.parametrize(
+    "kind,message",
+    [
+        ("other substeps", "cloths 'Skirt' and 'Cape' run together, but their Substeps"),
+        ("a simulation mesh", "cloth 'Skirt' has a Simulation Mesh, and cloths run together"),
+        ("a target naming no cloth", "target 'Target' names no Cloth, and the scene's cloths run together"),
+        ("through one another", "pass through one another at frame 1"),
+    ],
+)
+def test_cloths_that_cannot_run_together_are_refused_by_name(blank, kind, message):
+    skirt, cape = skirt_and_cape(blank, cape_z=0.0 if kind == "through one another" else 0.03)
+    op = bpy.ops.diffcloth.simulate
+    if kind == "other substeps":
+        cape.diffcloth.substeps = 2
+    elif kind == "a simulation mesh":
+        skirt.diffcloth.proxy_vertices = 40
+    elif kind == "a target naming no cloth":
+        target = grid_cloth("Target", n=5, size=0.2, fabric=True, pins=False)
+        target.diffcloth.role = "TARGET"
+        target.keyframe_insert("location", frame=5)
+        op = bpy.ops.diffcloth.optimize
+    elif kind == "through one another":
+        cape.rotation_euler = (0.5, 0.0, 0.0)
+    refused(blank, op, message)
