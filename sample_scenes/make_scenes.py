@@ -301,22 +301,28 @@ def windy_cape():
 
 
 def walking_rig(end):
-    """The armature 'Rig': 'Hips' (z −1 → −0.55) and 'Chest' above it; the rig walks 0.4 m forward
-    (+y) turning 30° left by frame `end`, the chest leaning forward and back on the way."""
+    """The armature 'Rig': 'Root' lying on the floor (z = −1) along +y, 'Hips' (z −1 → −0.55) on it
+    and 'Chest' above; the root walks 0.4 m forward (+y) turning 30° left by frame `end`, the chest
+    leaning forward and back on the way (bones carry the meshes an Armature modifier deforms, the
+    armature object does not)."""
     rig = bpy.data.objects.new("Rig", bpy.data.armatures.new("Rig"))
     bpy.context.collection.objects.link(rig)
     bpy.context.view_layer.objects.active = rig
     bpy.ops.object.mode_set(mode="EDIT")
     bones = rig.data.edit_bones
+    root = bones.new("Root")
+    root.head, root.tail = (0.0, 0.0, -1.0), (0.0, 0.3, -1.0)
     hips = bones.new("Hips")
-    hips.head, hips.tail = (0.0, 0.0, -1.0), (0.0, 0.0, -0.55)
+    hips.head, hips.tail, hips.parent = (0.0, 0.0, -1.0), (0.0, 0.0, -0.55), root
     chest = bones.new("Chest")
     chest.head, chest.tail, chest.parent, chest.use_connect = (0.0, 0.0, -0.55), (0.0, 0.0, -0.1), hips, True
     bpy.ops.object.mode_set(mode="OBJECT")
+    walk = rig.pose.bones["Root"]  # its local y is the world's +y, its z the world's +z
+    walk.rotation_mode = "XYZ"
     for frame, y, turn in ((1, 0.0, 0.0), (end, 0.4, math.radians(30.0))):
-        rig.location, rig.rotation_euler = (0.0, y, 0.0), (0.0, 0.0, turn)
-        rig.keyframe_insert("location", frame=frame)
-        rig.keyframe_insert("rotation_euler", frame=frame)
+        walk.location, walk.rotation_euler = (0.0, y, 0.0), (0.0, 0.0, turn)
+        walk.keyframe_insert("location", frame=frame)
+        walk.keyframe_insert("rotation_euler", frame=frame)
     lean = rig.pose.bones["Chest"]
     lean.rotation_mode = "XYZ"
     for frame, angle in ((1, 0.0), ((1 + end) // 2, 0.12), (end, 0.0)):

@@ -58,17 +58,18 @@ def _member(sorted_keys, keys):
     return sorted_keys[np.minimum(np.searchsorted(sorted_keys, keys), len(sorted_keys) - 1)] == keys
 
 
-def _near(shape, radius, moved=None):
+def _near(shape, radius, blocks, moved=None):
     """(vertex, triangle) pairs (P,) each whose vertex may lie within radius of the triangle in a
     configuration (_Shape; of its centroid, beyond the triangle's reach: a cKDTree of the
-    centroids), the triangle's own corners among them (SelfQuery.excluded leaves them out); moved
-    (a mask): only the pairs with a moved vertex, as the vertex or as a corner."""
+    centroids), the triangle's own corners among them (SelfQuery.excluded leaves them out), of
+    the blocks searched (SelfQuery.blocks: triangles against vertices); moved (a mask): only the
+    pairs with a moved vertex, as the vertex or as a corner."""
     x, tris, reach = shape.x, shape.tris, shape.reach
-    everything = np.arange(len(tris)), np.arange(len(x))
     if moved is None:
-        queries = [everything]
-    else:  # the moved vertices against every triangle, every vertex against the moved triangles
-        queries = [(everything[0], np.flatnonzero(moved)), (np.flatnonzero(moved[tris].any(axis=1)), everything[1])]
+        queries = blocks
+    else:  # the moved vertices against the triangles, the vertices against the moved triangles
+        moved_tris = moved[tris].any(axis=1)
+        queries = [q for t, v in blocks for q in ((t, v[moved[v]]), (t[moved_tris[t]], v))]
     p, t, dist = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)], [np.zeros(0)]
     for triangles, vertices in queries:
         if len(triangles) and len(vertices):
@@ -121,7 +122,8 @@ class SelfQuery:
         self.tris, self.distance, self.radius = cloth.tris, float(distance), SEARCH * float(distance)
         self.n_tris = len(cloth.tris)
         self.pieces, self.within = pieces, within
-        p, t = _near(_Shape(cloth.rest, self.tris), self.radius)
+        self.blocks = self._blocks(len(cloth.rest))
+        p, t = _near(_Shape(cloth.rest, self.tris), self.radius, self.blocks)
         if pieces is not None:
             p, t = (a[pieces[p] == pieces[self.tris[t, 0]]] for a in (p, t))
         # the closest point at rest, in any region of the triangle
@@ -130,13 +132,26 @@ class SelfQuery:
         near = np.linalg.norm(cloth.rest[p] - q, axis=1) <= REST * self.distance
         self.excluded = _unique(p[near] * self.n_tris + t[near])
 
+    def _blocks(self, n):
+        """What the search looks at: every triangle against every vertex, or per piece its triangles
+        against the other pieces' vertices, and its own where it collides with itself."""
+        if self.within is None or self.within.all():
+            return [(np.arange(self.n_tris), np.arange(n))]
+        own = self.pieces[self.tris[:, 0]]
+        return [
+            (np.flatnonzero(own == i), np.arange(n) if inside else np.flatnonzero(self.pieces != i))
+            for i, inside in enumerate(self.within)
+        ]
+
     @timed("self-collision")
     def planes(self, x, end):
         """The step's SelfPlanes from its start x and an estimate of its end: of the pairs whose
         vertex is within the search radius of the triangle's centroid and reach at either, those
         over the triangle and within the radius of its plane at either, or passing it between."""
         shapes = _Shape(x, self.tris), _Shape(end, self.tris)
-        keys = np.concatenate([p * self.n_tris + t for p, t in (_near(shape, self.radius) for shape in shapes)])
+        keys = np.concatenate(
+            [p * self.n_tris + t for p, t in (_near(shape, self.radius, self.blocks) for shape in shapes)]
+        )
         cands = Candidates(self, shapes[0], self.allowed(_unique(keys)), end)
         start = np.flatnonzero((cands.off <= self.distance) & (np.abs(cands.height) <= self.radius))
         return SelfPlanes(cands, _unique(np.concatenate([start, cands.select(shapes[1], self.radius)])), x)
@@ -176,7 +191,7 @@ class Candidates:
         q, end = self.query, stop.x
         strayed = np.minimum(np.linalg.norm(end - self.x, axis=1), np.linalg.norm(end - self.end, axis=1))
         moved = strayed > 0.5 * (q.radius - q.distance)
-        p, t = _near(stop, q.radius, moved)
+        p, t = _near(stop, q.radius, q.blocks, moved)
         keys = q.allowed(_unique(p * q.n_tris + t))
         keys = keys[~_member(self.keys, keys)]
         if not len(keys):

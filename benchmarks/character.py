@@ -1,0 +1,232 @@
+"""The character sample scene (sample_scenes/character.blend: a walking, turning rig wearing a cape
+over a skirt, both pinned through Armature modifiers and subdivided, in a gusting Wind field)
+baked by DiffCloth and by Blender's Cloth on the same rig, in one process.
+
+- time: Simulate & Bake of both cloths together (the operator: reading the scene, simulating,
+  writing the bake), with the add-on's default linearized steps and with Optimize's converged ones,
+  against stepping Blender's Cloth (its defaults, Cotton, quality 5, at DiffCloth's vertex mass:
+  at_our_mass) on both cloths through the frames, each cloth with Collision physics so that they
+  collide with one another, as far apart as DiffCloth keeps them (criterion: DiffCloth ≤ 1×
+  Blender's time), and how far apart the two bakes end;
+- pins: the largest distance of a pinned vertex from where the rig puts it at any frame (≤ 1 mm);
+- body: the deepest cloth vertex inside the body beyond its Collision thickness (≤ 1 mm), and
+  the cape's deepest into the skirt (its side of it at the start) for both;
+- keys: the main job's optimization (the cape's two keys, the wind's strength): seconds and the
+  distances reached (≤ 1 cm within 1 min).
+
+    .envs/py313-bpy5.2/bin/python benchmarks/character.py [--repeats 3]
+"""
+
+import argparse
+import json
+import math
+import pathlib
+import statistics
+import sys
+import time
+
+import numpy as np
+
+HERE = pathlib.Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(REPO / "scripts"))
+import bpy
+from dev_extension import load_extension
+
+ext = load_extension()
+from diffcloth.diffcloth_addon import convert, operators, runner  # noqa: E402
+from diffcloth.diffcloth_addon.reading import CACHE_MODIFIER  # noqa: E402
+
+SCENE = REPO / "sample_scenes" / "character.blend"
+CLOTHS = ("Cape", "Skirt")
+
+
+def open_scene():
+    bpy.ops.wm.open_mainfile(filepath=str(SCENE))
+    return bpy.context.scene
+
+
+def world(obj, drop=("Subdivision",)):
+    """obj's evaluated vertices in the world with the modifiers named in drop off (the simulated
+    mesh, not its subdivision)."""
+    mods = [m for m in obj.modifiers if m.name in drop]
+    for m in mods:
+        m.show_viewport = False
+    ev = obj.evaluated_get(bpy.context.evaluated_depsgraph_get())
+    mesh = ev.to_mesh()
+    co = np.empty(len(mesh.vertices) * 3)
+    mesh.vertices.foreach_get("co", co)
+    mw = np.array(ev.matrix_world)
+    ev.to_mesh_clear()
+    for m in mods:
+        m.show_viewport = True
+    return co.reshape(-1, 3) @ mw[:3, :3].T + mw[:3, 3]
+
+
+def motions(scene, drop):
+    """Per cloth, its simulated vertices at every frame (frames, n, 3)."""
+    out = {name: [] for name in CLOTHS}
+    for f in range(scene.frame_start, scene.frame_end + 1):
+        scene.frame_set(f)
+        for name in CLOTHS:
+            out[name].append(world(scene.objects[name], drop))
+    scene.frame_set(scene.frame_start)
+    return {name: np.array(x) for name, x in out.items()}
+
+
+def rigged(scene, cloth_modifier):
+    """Per cloth, where the rig alone puts its vertices at every frame (the cloth's modifiers off)."""
+    return motions(scene, ("Subdivision", cloth_modifier))
+
+
+def pins_off(scene, moved, held):
+    """The largest distance of a pinned vertex from where the rig holds it, over both cloths."""
+    worst = 0.0
+    for name in CLOTHS:
+        obj = scene.objects[name]
+        group = obj.vertex_groups["Pinned"].index
+        pinned = [v.index for v in obj.data.vertices if any(g.group == group for g in v.groups)]
+        worst = max(worst, float(np.linalg.norm(moved[name][:, pinned] - held[name][:, pinned], axis=2).max()))
+    return worst
+
+
+def depths(setup, moved):
+    """The deepest cloth vertex inside the body beyond its thickness (m), at any frame."""
+    body = setup.scene.colliders[0]
+    x = np.concatenate([moved[name] for name in CLOTHS], axis=1)
+    return max(-float(body.signed(xf, f).min()) - body.thickness for f, xf in enumerate(x))
+
+
+def diffcloth_bake(solver, repeats):
+    """Simulate & Bake of both cloths with `solver` steps: median seconds, their motion, the Setup."""
+    times = []
+    for _ in range(repeats):
+        scene = open_scene()
+        for name in CLOTHS:
+            scene.objects[name].diffcloth.solver = solver
+        t0 = time.perf_counter()
+        assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+        times.append(time.perf_counter() - t0)
+    setup = convert.gather(bpy.context, need_targets=False)
+    return statistics.median(times), motions(scene, ("Subdivision",)), setup, rigged(scene, CACHE_MODIFIER)
+
+
+def blender_bake(repeats):
+    """Blender's Cloth (its defaults) on both cloths after their Armature, colliding with the body
+    and each other as far apart as DiffCloth keeps them: median seconds and their motion. The Subdivision after it is removed: toggling
+    a modifier while stepping would reset Blender's cache, and its cost is not the simulation's."""
+    times = []
+    for _ in range(repeats):
+        scene = open_scene()
+        for name in CLOTHS:
+            obj = scene.objects[name]
+            for m in [m for m in obj.modifiers if m.type in ("MESH_CACHE", "SUBSURF")]:
+                obj.modifiers.remove(m)
+            mod = obj.modifiers.new("Cloth", "CLOTH")
+            mod.settings.time_scale = math.sqrt(1000.0) / scene.render.fps  # a frame's time (../shared/BENCHMARKS.md)
+            mod.settings.vertex_group_mass = "Pinned"
+            at_our_mass(mod.settings, obj)
+            mod.point_cache.frame_start, mod.point_cache.frame_end = scene.frame_start, scene.frame_end
+            # the distances DiffCloth keeps: Blender adds the cloth's own to a collider's thickness
+            mod.collision_settings.distance_min = 0.001
+            obj.modifiers.new("Collision", "COLLISION")  # the other cloth collides with it, as far as DiffCloth's
+            obj.collision.thickness_outer = obj.diffcloth.self_distance - 0.001
+        scene.frame_set(scene.frame_start)
+        motion = {name: [world(scene.objects[name], ())] for name in CLOTHS}
+        t0 = time.perf_counter()
+        for f in range(scene.frame_start + 1, scene.frame_end + 1):
+            scene.frame_set(f)
+            for name in CLOTHS:
+                motion[name].append(world(scene.objects[name], ()))  # as an artist's viewport evaluates it
+        times.append(time.perf_counter() - t0)
+        assert "outdated" not in scene.objects["Cape"].modifiers["Cloth"].point_cache.info
+    return statistics.median(times), {name: np.array(x) for name, x in motion.items()}
+
+
+# Blender's settings that act per unit of its vertex mass: scaled with it, its cloth moves alike
+SCALED = (
+    "tension_stiffness",
+    "compression_stiffness",
+    "shear_stiffness",
+    "bending_stiffness",
+    "tension_damping",
+    "compression_damping",
+    "shear_damping",
+    "bending_damping",
+    "air_damping",
+)
+
+
+def at_our_mass(settings, obj):
+    """Blender's defaults (Cotton: 0.3 kg a vertex, whatever the mesh) at DiffCloth's vertex mass,
+    every stiffness and damping scaled with it: under gravity alone it moves as its defaults do, and
+    a field pushes the fabric's real weight (its defaults make this cape 60 kg, which no wind moves)."""
+    area = sum(p.area for p in obj.data.polygons)
+    mass = obj.diffcloth.density * area / len(obj.data.vertices)
+    ratio = mass / settings.mass
+    settings.mass = mass
+    for key in SCALED:
+        setattr(settings, key, getattr(settings, key) * ratio)
+
+
+def keys(repeats):
+    """The main job's optimization in this process: median seconds and the keys' distances (mm)."""
+    times, result = [], None
+    for _ in range(repeats):
+        open_scene()
+        t0 = time.perf_counter()
+        setup, job = operators.prepare(bpy.context, "optimize", use_active=False)
+        run = runner.Inline(job).start()
+        run.wait()
+        result = operators.finish(bpy.context, setup, run)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), {f: round(d[2] * 1e3, 2) for f, d in result.keyframes.items()}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args()
+    ext.register()
+    try:
+        out = {}
+        ours = {}
+        for solver in ("LINEARIZED", "NEWTON"):
+            t, moved, setup, held = diffcloth_bake(solver, args.repeats)
+            ours[solver] = moved
+            out[f"diffcloth_{solver.lower()}"] = dict(
+                seconds=round(t, 2),
+                pins_off_mm=round(pins_off(bpy.context.scene, moved, held) * 1e3, 3),
+                inside_body_mm=round(max(depths(setup, moved), 0.0) * 1e3, 2),
+            )
+        t, moved = blender_bake(args.repeats)
+        out["blender"] = dict(
+            seconds=round(t, 2),
+            pins_off_mm=round(pins_off(bpy.context.scene, moved, held) * 1e3, 3),
+            inside_body_mm=round(max(depths(setup, moved), 0.0) * 1e3, 2),
+            # how far the cape's hem hangs from DiffCloth's (linearized) at the last frame: the same shot?
+            hem_from_diffcloth_mm={
+                name: round(
+                    float(np.linalg.norm(moved[name][-1] - ours["LINEARIZED"][name][-1], axis=1).mean()) * 1e3, 1
+                )
+                for name in CLOTHS
+            },
+        )
+        t, reached = keys(args.repeats)
+        out["keys"] = dict(seconds=round(t, 2), reached_mm=reached)
+        for key in ("diffcloth_linearized", "diffcloth_newton"):
+            out[key]["ratio_to_blender"] = round(out[key]["seconds"] / out["blender"]["seconds"], 2)
+        lin = out["diffcloth_linearized"]
+        out["meets"] = dict(
+            time=lin["ratio_to_blender"] <= 1.0,
+            pins=lin["pins_off_mm"] <= 1.0,
+            body=lin["inside_body_mm"] <= 1.0,
+            keys=out["keys"]["seconds"] <= 60 and max(reached.values()) <= 10.0,
+        )
+        print(json.dumps(out, indent=1))
+    finally:
+        ext.unregister()
+
+
+if __name__ == "__main__":
+    main()
