@@ -105,6 +105,7 @@ class _Simulated:
     render_goal_local: np.ndarray  # the soft pins' vertices in the cloth object's space
     render_sewing: np.ndarray  # the vertex pairs its loose edges join (L,2), sewn where Sewing is on
     embedding: Embedding | None = None
+    carry: Embedding | None = None  # a carried cloth's proxy: its pins, then soft pins, in the cloth's mesh
 
     @property
     def n_render(self):
@@ -391,16 +392,15 @@ def _read_start(cloth_obj, depsgraph, start, warnings):
         render_goal_local=local_co[goal > 0],
         render_sewing=sewing,
     )
-    embedding, polygons = None, faces
+    embedding, polygons, carry = None, faces, None
     if proxy.wanted(cs) and refined(cloth_obj):
         warnings.append(
             f"cloth '{name}': its optimized design was refined on the cloth itself, so the cloth is "
             "simulated without its simulation mesh (Discard Result to use the simulation mesh again)"
         )
-    elif proxy.wanted(cs) and (carried or len(sewing)):
-        what = "carried by modifiers (Armature, Hook, …)" if carried else "sewn (loose edges)"
+    elif proxy.wanted(cs) and len(sewing):
         raise InputError(
-            f"cloth '{name}': a cloth {what} is simulated without a Simulation Mesh for now: clear "
+            f"cloth '{name}': a cloth sewn (loose edges) is simulated without a Simulation Mesh for now: clear "
             "Simulation Mesh and Proxy Vertices"
         )
     elif proxy.wanted(cs):  # simulate a proxy; the cloth follows it
@@ -414,13 +414,16 @@ def _read_start(cloth_obj, depsgraph, start, warnings):
         goal = goal[nearest]
         goal[pins] = 0.0
         verts, faces = to_world(local_co, start_mw), np.arange(len(tris))
+        if carried:  # the proxy's pins and soft pins ride the cloth's carried mesh
+            held = np.r_[pins, np.flatnonzero(goal > 0)]
+            carry = Embedding(verts[held], render["render_verts"], render["render_tris"])
     rest = verts if not cs.rest_shape_key else _rest_shape(cloth_obj, depsgraph, carried or embedding is not None)
     try:
         cloth = build_cloth(cs, rest, tris, pins, polygons, factors, sewing)
     except ValueError as err:  # core's triangle k as the artist's face (Blender's face index)
         message = re.sub(r"\btriangle (\d+)", lambda m: f"face {faces[int(m.group(1))]}", str(err))
         raise InputError(f"cloth '{name}': {message}") from None
-    return _Simulated(cloth, verts, local_co, pins, goal, carried, embedding=embedding, **render)
+    return _Simulated(cloth, verts, local_co, pins, goal, carried, embedding=embedding, carry=carry, **render)
 
 
 def _rest_shape(cloth_obj, depsgraph, unsupported):
@@ -452,12 +455,18 @@ def _read_frame(read, cloth_obj, targets, target_frames, f, depsgraph):
     check_transform(cloth_obj, mw, f)
     read.matrices.append(mw)
     held = co if sim.carried else sim.local_co  # where pins and goals are: the modifiers' result, or the mesh
+    if sim.carry is not None:  # a proxy's, on the cloth's carried mesh
+        at, k = sim.carry.apply(to_world(co, mw)), len(sim.pins)
+        pins, goals = at[:k], at[k:]
+    else:
+        pins, goals = to_world(held[sim.pins], mw), to_world(held[sim.goal > 0], mw)
     if len(sim.pins):
-        read.pin_path.append(to_world(held[sim.pins], mw))
-    read.goal_path.append(to_world(held[sim.goal > 0], mw))
+        read.pin_path.append(pins)
+    read.goal_path.append(goals)
     if sim.embedding is not None:
-        read.render_pin_path.append(to_world(sim.render_pins_local, mw))
-        read.render_goal_path.append(to_world(sim.render_goal_local, mw))
+        own = co if sim.carried else None
+        read.render_pin_path.append(to_world(sim.render_pins_local if own is None else own[sim.render_pins], mw))
+        read.render_goal_path.append(to_world(sim.render_goal_local if own is None else own[sim.render_goal > 0], mw))
     for t in targets:
         if f in target_frames[t.name]:
             _read_target(read, t, f, depsgraph, cloth_obj.name)

@@ -18,7 +18,7 @@ const JOB_TYPE = {
         { key: "shots", type: "string",
           description: "The shots' .blend files on the shared storage, separated by ';' (a folder is not expanded: list its .blend files). Empty: the file submitted from Blender" },
         { key: "cloth", type: "string",
-          description: "Name of the cloth object, needed when a shot has several (empty: each shot's only cloth)" },
+          description: "Run this cloth object alone (empty: each shot's cloths, together where Cloths Together is on)" },
         { key: "max_iter", type: "int32", default: 0, propargs: {min: 0},
           description: "Optimizer iterations at most (0: each shot's own setting)" },
         { key: "stop_within_mm", type: "float", default: 0, propargs: {min: 0},
