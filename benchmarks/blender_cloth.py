@@ -29,6 +29,20 @@ def triangulated_grid(n_side, name="Grid"):
     return obj
 
 
+def world_positions(obj):
+    """obj's evaluated vertices at the current frame, in world space (n,3)."""
+    import bpy
+    import numpy as np
+
+    ev = obj.evaluated_get(bpy.context.evaluated_depsgraph_get())
+    mesh = ev.to_mesh()
+    co = np.empty(len(mesh.vertices) * 3)
+    mesh.vertices.foreach_get("co", co)
+    mw = np.array(ev.matrix_world)
+    ev.to_mesh_clear()
+    return co.reshape(-1, 3) @ mw[:3, :3].T + mw[:3, 3]
+
+
 def add_cloth_modifier(obj, frames, dt, k_tension, k_bending, mass, quality=5):
     """Blender's Cloth on obj in DiffCloth's units (k_bending: a bending spring's N/m)."""
     import math

@@ -30,7 +30,9 @@ import numpy as np
 HERE = pathlib.Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO / "scripts"))
+sys.path.insert(0, str(HERE))
 import bpy
+from blender_cloth import world_positions
 from dev_extension import load_extension
 
 ext = load_extension()
@@ -65,15 +67,10 @@ def world(obj, drop=("Subdivision",)):
     mods = [m for m in obj.modifiers if m.name in drop]
     for m in mods:
         m.show_viewport = False
-    ev = obj.evaluated_get(bpy.context.evaluated_depsgraph_get())
-    mesh = ev.to_mesh()
-    co = np.empty(len(mesh.vertices) * 3)
-    mesh.vertices.foreach_get("co", co)
-    mw = np.array(ev.matrix_world)
-    ev.to_mesh_clear()
+    out = world_positions(obj)
     for m in mods:
         m.show_viewport = True
-    return co.reshape(-1, 3) @ mw[:3, :3].T + mw[:3, 3]
+    return out
 
 
 def motions(scene, drop):

@@ -35,7 +35,7 @@ sys.path.insert(0, str(HERE.parent / "scripts"))
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "sample_scenes"))
 import bpy
-from blender_cloth import triangulated_grid
+from blender_cloth import triangulated_grid, world_positions
 from dev_extension import load_extension
 from make_scenes import collision, swaying_body
 
@@ -84,23 +84,13 @@ def blenders(obj, frames=FRAMES, repeats=1):
         mod.point_cache.frame_end = frames + 1  # a fresh cache each repeat
         scene.frame_set(1)
         t0 = time.perf_counter()
-        motion = [world(obj)]
+        motion = [world_positions(obj)]
         for f in range(2, frames + 2):
             scene.frame_set(f)
-            motion.append(world(obj))
+            motion.append(world_positions(obj))
         times.append(time.perf_counter() - t0)
         obj.modifiers.remove(mod)
     return statistics.median(times), np.array(motion)
-
-
-def world(obj):
-    ev = obj.evaluated_get(bpy.context.evaluated_depsgraph_get())
-    mesh = ev.to_mesh()
-    co = np.empty(len(mesh.vertices) * 3)
-    mesh.vertices.foreach_get("co", co)
-    mw = np.array(ev.matrix_world)
-    ev.to_mesh_clear()
-    return co.reshape(-1, 3) @ mw[:3, :3].T + mw[:3, 3]
 
 
 NUDGE = 1e-4  # m: how far the "nudged" analytic sphere is moved along x

@@ -37,7 +37,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "scripts"))
 sys.path.insert(0, str(HERE))
 import bpy  # noqa: E402
-from blender_cloth import triangulated_grid  # noqa: E402
+from blender_cloth import triangulated_grid, world_positions  # noqa: E402
 from dev_extension import load_extension  # noqa: E402
 
 ext = load_extension()
@@ -100,16 +100,6 @@ def blender_run(obj, preset, self_collision=None):
         scene.frame_set(f)
     seconds = time.perf_counter() - t0
     return seconds, world_positions(obj), mod.settings.quality
-
-
-def world_positions(obj):
-    """obj's evaluated vertices at the current frame, in world space."""
-    ev = obj.evaluated_get(bpy.context.evaluated_depsgraph_get())
-    mesh = ev.to_mesh()
-    co = np.array([v.co[:] for v in mesh.vertices])
-    mw = np.array(ev.matrix_world)
-    ev.to_mesh_clear()
-    return co @ mw[:3, :3].T + mw[:3, 3]
 
 
 def ours(setup, gradient=False):

@@ -283,14 +283,9 @@ def windy_cape():
     wind = bpy.context.active_object
     wind.name = "Wind"
 
-    def gust(peak):
-        for frame, strength in ((1, 1.0), (13, peak), (25, 1.0)):
-            wind.field.strength = strength
-            wind.field.keyframe_insert("strength", frame=frame)
-
-    gust(3.0)
+    gust(wind, (1.0, 3.0, 1.0))
     targets_from_truth(cloth, [25])
-    gust(1.5)
+    gust(wind, (1.0, 1.5, 1.0))
     settings = bpy.context.scene.diffcloth
     settings.opt_tension, settings.opt_forces, settings.max_iterations = False, True, 15
     return (
@@ -377,12 +372,7 @@ def character():
     wind = bpy.context.active_object
     wind.name = "Wind"
 
-    def gust(scale):
-        for frame, strength in ((1, 0.3), (13, 1.0), (25, 0.3)):
-            wind.field.strength = scale * strength
-            wind.field.keyframe_insert("strength", frame=frame)
-
-    gust(1.0)
+    gust(wind, (0.3, 1.0, 0.3))
     assert bpy.ops.diffcloth.simulate() == {"FINISHED"}  # the cape and the skirt together
     for f in (13, 25):
         bpy.context.scene.frame_set(f)
@@ -390,7 +380,7 @@ def character():
     for obj in (cape, skirt):
         bpy.ops.diffcloth.clear_bake(cloth=obj.name)
     bpy.context.scene.frame_set(1)
-    gust(0.6)
+    gust(wind, (0.18, 0.6, 0.18))
     settings = bpy.context.scene.diffcloth
     settings.opt_tension, settings.opt_wind_fields, settings.max_iterations = False, True, 10
     return (
@@ -398,6 +388,13 @@ def character():
         "a cape over a skirt pinned through Armature modifiers, run together, subdivided)",
         1e3,
     )
+
+
+def gust(wind, strengths):
+    """Key the Wind field's strength at frames 1, 13 and 25."""
+    for frame, strength in zip((1, 13, 25), strengths):
+        wind.field.strength = strength
+        wind.field.keyframe_insert("strength", frame=frame)
 
 
 def make(name, folder):

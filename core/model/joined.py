@@ -7,22 +7,20 @@ import numpy as np
 from .cloth import JoinError, join
 from .scene import Goals, Scene
 
-# what the scenes hold once and must share
-SHARED = (
-    "steps",
-    "dt",
-    "substeps",
-    "gravity",
-    "colliders",
-    "contact_stiffness",
-    "contact_thickness",
-    "solver",
-    "contact_smoothing",
-    "tol",
-    "max_newton",
-    "wind",
-    "effectors",
+# what each scene holds per cloth (joined in turn), or of the cloths between them; they share the rest
+OWN = (
+    "cloth",
+    "x0",
+    "v0",
+    "forces",
+    "pin_path",
+    "goals",
+    "self_distance",
+    "self_friction",
+    "self_pieces",
+    "self_within",
 )
+SHARED = tuple(f for f in Scene._fields if f not in OWN)
 
 
 def _same(a, b):
