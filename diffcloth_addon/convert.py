@@ -251,6 +251,8 @@ def gather(context, cloth_name=None, need_targets=True, use_active=True):
         raise InputError(f"the frame range {start}-{end} is empty")
     picked = [_targets(scene, c, start, end, len(cloths) > 1) for c in cloths]
     reads = _read(context, cloths, picked, start, end)
+    if not cloth_name and scene.diffcloth.together:
+        reads[0].warnings[:0] = _left_out(scene, cloths)
     if need_targets:
         _check_posed(cloths, picked, reads)
     built = _colliders(reads[0])
@@ -262,12 +264,24 @@ def gather(context, cloth_name=None, need_targets=True, use_active=True):
 
 
 def run_cloths(scene, name, active):
-    """The cloths a run takes: the one named; else every cloth of the scene where they run
-    together (Cloths Together) and there are several; else the active or the only one."""
+    """The cloths a run takes: the one named; else every cloth of the scene Blender evaluates
+    where they run together (Cloths Together) and there are several; else the active or the only
+    one."""
     cloths = [o for o in scene.objects if o.diffcloth.role == "CLOTH"]
     if not name and len(cloths) > 1 and scene.diffcloth.together:
-        return cloths
+        depsgraph = bpy.context.evaluated_depsgraph_get()
+        return [o for o in cloths if evaluated(o, depsgraph)] or cloths  # none: refused by name
     return [find_cloth(scene, name, active)]
+
+
+def _left_out(scene, cloths):
+    """A warning per cloth of the scene a together run leaves out (Blender does not evaluate it)."""
+    return [
+        f"cloth '{o.name}' is disabled in viewports or in an excluded collection: left out of the run, as by "
+        "Blender's own physics"
+        for o in scene.objects
+        if o.diffcloth.role == "CLOTH" and o not in cloths
+    ]
 
 
 def _check_single_user(scene, cloth_obj):

@@ -103,3 +103,16 @@ def test_cloths_that_cannot_run_together_are_refused_by_name(blank, kind, messag
     elif kind == "through one another":
         cape.rotation_euler = (0.5, 0.0, 0.0)
     refused(blank, op, message)
+
+
+def test_a_cloth_blender_does_not_evaluate_is_left_out_with_a_warning(blank):
+    """Disabled in viewports, the cape is no part of the run (as Blender's physics leaves it), and
+    the warning says so; the skirt runs alone."""
+    from diffcloth.diffcloth_addon import convert
+
+    skirt, cape = skirt_and_cape(blank)
+    cape.hide_viewport = True
+    setup = convert.gather(blank, need_targets=False)
+    assert setup.cloth_name == "Skirt" and not setup.parts
+    assert any("cloth 'Cape' is disabled in viewports" in w for w in setup.warnings)
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
