@@ -1,11 +1,13 @@
 """Several cloths in one run (Cloths Together): their Setups joined into one run of core.Joined,
-colliding with one another through self-collision, and the run's result written back per cloth."""
+colliding with one another through self-collision (on their Simulation Meshes where they have
+one), and the run's result written back per cloth."""
 
 import dataclasses
 
 import numpy as np
 
 from .. import core as dc
+from ..core.design.embedding import EmbeddedLoss, Embedding
 from .colliders import FRICTION_SCALE
 from .errors import InputError
 from .results import apply_stored_result, stored_motion
@@ -28,30 +30,45 @@ SHARED = {
 
 def joint(parts):
     """One Setup of the cloths' Setups (parts, each read as alone), run together: the joined scene
-    and loss, and what the run writes back per cloth (Setup.parts, Setup.joined)."""
-    names = [p.cloth_name for p in parts]
-    for p in parts:
-        if p.embedding is not None:
-            raise InputError(
-                f"cloth '{p.cloth_name}' has a Simulation Mesh, and cloths run together are simulated on their "
-                "own meshes for now: clear its Simulation Mesh and Proxy Vertices, or turn off Cloths Together"
-            )
+    and loss, and what the run writes back per cloth (Setup.parts, Setup.joined). Cloths with a
+    Simulation Mesh are simulated on it, the others on their own meshes; Refine is not run."""
     joined = _joined(parts, [p.scene for p in parts])
-    starts = joined.starts
-    keyed = [p.loss for p in parts]
+    sizes = [p.n_render for p in parts]
+    renders = np.cumsum([0] + sizes)
+    embedding = None
+    if any(p.embedding is not None for p in parts):  # the loss measures the render meshes
+        embedding = Embedding.joined(
+            [p.embedding or Embedding(p.scene.x0, p.scene.x0, p.scene.cloth.tris) for p in parts]
+        )
+    keyed = [render_loss(p) for p in parts]
+    loss = None if all(k is None for k in keyed) else dc.joined_loss(keyed, sizes)
+    warnings = [w for p in parts for w in p.warnings]
+    warnings += [
+        f"cloth '{p.cloth_name}': Refine is not run for cloths run together; the design found on its "
+        "Simulation Mesh is kept"
+        for p in parts
+        if p.refine is not None
+    ]
     return dataclasses.replace(
         parts[0],
-        cloth_name=", ".join(names),
+        cloth_name=", ".join(p.cloth_name for p in parts),
         scene=joined.scene,
-        loss=None if all(k is None for k in keyed) else dc.joined_loss(keyed, [p.scene.cloth.n for p in parts]),
-        warnings=[w for p in parts for w in p.warnings],
-        posed_pins=np.concatenate([p.posed_pins + o for p, o in zip(parts, starts)]),
+        loss=loss if embedding is None or loss is None else EmbeddedLoss(loss, embedding),
+        warnings=warnings,
+        posed_pins=np.concatenate([p.posed_pins + o for p, o in zip(parts, joined.starts)]),
         target_frames={k: v for p in parts for k, v in p.target_frames.items()},
-        render_tris=np.concatenate([p.render_tris + o for p, o in zip(parts, starts)]),
-        n_render=int(starts[-1]),
+        render_tris=np.concatenate([p.render_tris + o for p, o in zip(parts, renders)]),
+        n_render=int(renders[-1]),
+        embedding=embedding,
+        refine=None,
         parts=parts,
         joined=joined,
     )
+
+
+def render_loss(part):
+    """A cloth's loss on its own (render) mesh, None without keys."""
+    return getattr(part.loss, "loss", part.loss)
 
 
 def _joined(parts, scenes):
@@ -112,9 +129,9 @@ def run_scene(setup, solver=None):
 
 
 def job_parts(setup):
-    """What the worker measures per cloth: its vertices' range, triangles and keys."""
-    starts = setup.joined.starts
-    return [(int(starts[i]), int(starts[i + 1]), p.render_tris, p.loss) for i, p in enumerate(setup.parts)]
+    """What the worker measures per cloth: its render vertices' range, triangles and keys."""
+    renders = np.cumsum([0] + [p.n_render for p in setup.parts])
+    return [(int(renders[i]), int(renders[i + 1]), p.render_tris, render_loss(p)) for i, p in enumerate(setup.parts)]
 
 
 def per_cloth(setup, result):

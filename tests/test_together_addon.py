@@ -83,7 +83,6 @@ def test_cloths_optimized_together_keep_their_own_designs(blank):
     "kind,message",
     [
         ("other substeps", "cloths 'Skirt' and 'Cape' run together, but their Substeps"),
-        ("a simulation mesh", "cloth 'Skirt' has a Simulation Mesh, and cloths run together"),
         ("a target naming no cloth", "target 'Target' names no Cloth, and the scene's cloths run together"),
         ("through one another", "pass through one another at frame 1"),
     ],
@@ -93,8 +92,6 @@ def test_cloths_that_cannot_run_together_are_refused_by_name(blank, kind, messag
     op = bpy.ops.diffcloth.simulate
     if kind == "other substeps":
         cape.diffcloth.substeps = 2
-    elif kind == "a simulation mesh":
-        skirt.diffcloth.proxy_vertices = 40
     elif kind == "a target naming no cloth":
         target = grid_cloth("Target", n=5, size=0.2, fabric=True, pins=False)
         target.diffcloth.role = "TARGET"
@@ -116,3 +113,26 @@ def test_a_cloth_blender_does_not_evaluate_is_left_out_with_a_warning(blank):
     assert setup.cloth_name == "Skirt" and not setup.parts
     assert any("cloth 'Cape' is disabled in viewports" in w for w in setup.warnings)
     assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+
+
+def test_a_cloth_on_a_simulation_mesh_runs_together_with_one_on_its_own(blank):
+    """The skirt simulated on a 40-vertex proxy, the cape on its own mesh: together they collide,
+    keys on the proxied skirt are reached through its embedding, and each cloth's bake is its own
+    render mesh."""
+    scene = blank.scene
+    skirt, cape = skirt_and_cape(blank)
+    skirt.diffcloth.proxy_vertices = 40
+    settings = scene.diffcloth
+    settings.opt_tension, settings.opt_velocity, settings.max_iterations = True, True, 4
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    low, up = motion(scene, skirt), motion(scene, cape)
+    assert low.shape[1] == len(skirt.data.vertices) and (up[:, :, 2].min(axis=1) > low[:, :, 2].min(axis=1)).all()
+    scene.frame_set(9)
+    assert bpy.ops.diffcloth.new_target(cloth="Skirt") == {"FINISHED"}
+    target = next(o for o in scene.objects if o.diffcloth.role == "TARGET")
+    target.data.vertices.foreach_set("co", (np.array([v.co for v in target.data.vertices]) - [0.0, 0.0, 0.01]).ravel())
+    target.data.update()
+    scene.frame_set(1)
+    assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
+    before, _, after, _ = skirt["diffcloth_result"]["keyframes"]["9"]
+    assert after < 0.8 * before and not cape["diffcloth_result"]["keyframes"]

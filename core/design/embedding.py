@@ -42,6 +42,21 @@ class Embedding:
         )
         self.distance = np.linalg.norm(render - q, axis=1)  # how far each render vertex is from the proxy
 
+    @classmethod
+    def joined(cls, embeddings):
+        """Several cloths' embeddings as one (core.Joined): their render vertices in turn, bound to
+        their proxies in turn."""
+        out = cls.__new__(cls)
+        proxies = np.cumsum([0] + [e.n_proxy for e in embeddings])
+        faces = np.cumsum([0] + [len(e.tris) for e in embeddings])
+        out.tris = np.concatenate([e.tris + o for e, o in zip(embeddings, proxies)])
+        out.face = np.concatenate([e.face + o for e, o in zip(embeddings, faces)])
+        out.n_proxy, out.n_render = int(proxies[-1]), sum(e.n_render for e in embeddings)
+        for key in ("bary", "offset", "distance"):
+            setattr(out, key, np.concatenate([getattr(e, key) for e in embeddings]))
+        out.weights = sp.block_diag([e.weights for e in embeddings], format="csr")
+        return out
+
     def apply(self, x):
         """Render positions (R,3) for proxy positions x (P,3) (or (K,P,3) → (K,R,3))."""
         x = np.asarray(x)
