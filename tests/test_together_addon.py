@@ -136,3 +136,16 @@ def test_a_cloth_on_a_simulation_mesh_runs_together_with_one_on_its_own(blank):
     assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
     before, _, after, _ = skirt["diffcloth_result"]["keyframes"]["9"]
     assert after < 0.8 * before and not cape["diffcloth_result"]["keyframes"]
+
+
+def test_the_sidebar_shows_the_cloths_run_together(blank):
+    from test_addon import draw_all
+
+    skirt, cape = skirt_and_cape(blank)
+    labels = []
+    assert "together" in draw_all(blank, labels)
+    assert "Cloths: Skirt, Cape" in labels
+    blank.scene.diffcloth.together = False  # the active cloth alone, as before
+    labels = []
+    draw_all(blank, labels)
+    assert "Cloth: Cape" in labels and "Cloths: Skirt, Cape" not in labels
