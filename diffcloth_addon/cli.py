@@ -249,10 +249,10 @@ def _draw_preview(path, setup, result):
 def _keyed(loss, frame, shown):
     """A key's target where it poses the cloths, the cloths as shown where it does not (cloths run
     together keyed apart)."""
-    target = loss.targets[frame].copy()
-    if frame in getattr(loss, "keyed", {}):
+    target, keyed = loss.targets[frame].copy(), getattr(loss, "loss", loss).keyed  # an EmbeddedLoss's own
+    if frame in keyed:
         unkeyed = np.ones(len(target), bool)
-        unkeyed[loss.keyed[frame]] = False
+        unkeyed[keyed[frame]] = False
         target[unkeyed] = shown[unkeyed]
     return target
 

@@ -149,3 +149,20 @@ def test_the_sidebar_shows_the_cloths_run_together(blank):
     labels = []
     draw_all(blank, labels)
     assert "Cloth: Cape" in labels and "Cloths: Skirt, Cape" not in labels
+
+
+def test_the_preview_draws_a_cloth_without_keys_as_simulated(blank):
+    """The batch command's picture: at a key on the cape, the skirt (on its Simulation Mesh) is drawn
+    where it is, not at the joined loss's placeholder."""
+    from diffcloth.diffcloth_addon import cli, convert
+
+    skirt, cape = skirt_and_cape(blank)
+    skirt.diffcloth.proxy_vertices = 40
+    target = grid_cloth("Target", n=5, size=0.2, fabric=True, pins=False)
+    target.diffcloth.role, target.diffcloth.cloth = "TARGET", cape
+    target.keyframe_insert("location", frame=5)
+    setup = convert.gather(blank)
+    shown = np.ones((setup.n_render, 3))
+    drawn = cli._keyed(setup.loss, 4, shown)
+    n = len(skirt.data.vertices)
+    assert (drawn[:n] == 1).all() and np.allclose(drawn[n:], setup.loss.targets[4][n:]) and not (drawn[n:] == 1).all()
