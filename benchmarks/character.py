@@ -7,7 +7,8 @@ baked by DiffCloth and by Blender's Cloth on the same rig, in one process.
   against stepping Blender's Cloth (its defaults, Cotton, quality 5, at DiffCloth's vertex mass:
   at_our_mass) on both cloths through the frames, each cloth with Collision physics so that they
   collide with one another, as far apart as DiffCloth keeps them (criterion: DiffCloth ≤ 1×
-  Blender's time), and how far apart the two bakes end;
+  Blender's time), and how far apart the two bakes end; and Blender at its defaults throughout
+  (0.3 kg a vertex, its own collision distances), as the fabric benchmarks compare;
 - pins: the largest distance of a pinned vertex from where the rig puts it at any frame (≤ 1 mm);
 - body: the deepest cloth vertex inside the body beyond its Collision thickness (≤ 1 mm), and
   the cape's deepest into the skirt (its side of it at the start) for both;
@@ -121,10 +122,13 @@ def diffcloth_bake(solver, repeats):
     return statistics.median(times), motions(scene, ("Subdivision",)), setup, rigged(scene, CACHE_MODIFIER)
 
 
-def blender_bake(repeats):
-    """Blender's Cloth (its defaults) on both cloths after their Armature, colliding with the body
-    and each other as far apart as DiffCloth keeps them: median seconds and their motion. The Subdivision after it is removed: toggling
-    a modifier while stepping would reset Blender's cache, and its cost is not the simulation's."""
+def blender_bake(repeats, matched=True):
+    """Blender's Cloth on both cloths after their Armature, colliding with the body and each other:
+    median seconds and their motion. matched: at DiffCloth's vertex mass (at_our_mass) and as far
+    apart as DiffCloth keeps them; else Blender's defaults throughout (0.3 kg a vertex, its
+    collision distances), as the fabric benchmarks compare them. The Subdivision after it is
+    removed: toggling a modifier while stepping would reset Blender's cache, and its cost is not
+    the simulation's."""
     times = []
     for _ in range(repeats):
         scene = open_scene()
@@ -135,12 +139,12 @@ def blender_bake(repeats):
             mod = obj.modifiers.new("Cloth", "CLOTH")
             mod.settings.time_scale = math.sqrt(1000.0) / scene.render.fps  # a frame's time (../shared/BENCHMARKS.md)
             mod.settings.vertex_group_mass = "Pinned"
-            at_our_mass(mod.settings, obj)
             mod.point_cache.frame_start, mod.point_cache.frame_end = scene.frame_start, scene.frame_end
-            # the distances DiffCloth keeps: Blender adds the cloth's own to a collider's thickness
-            mod.collision_settings.distance_min = 0.001
-            obj.modifiers.new("Collision", "COLLISION")  # the other cloth collides with it, as far as DiffCloth's
-            obj.collision.thickness_outer = obj.diffcloth.self_distance - 0.001
+            obj.modifiers.new("Collision", "COLLISION")  # the other cloth collides with it
+            if matched:  # the distances DiffCloth keeps: Blender adds the cloth's own to a collider's thickness
+                at_our_mass(mod.settings, obj)
+                mod.collision_settings.distance_min = 0.001
+                obj.collision.thickness_outer = obj.diffcloth.self_distance - 0.001
         scene.frame_set(scene.frame_start)
         motion = {name: [world(scene.objects[name], ())] for name in CLOTHS}
         t0 = time.perf_counter()
@@ -212,6 +216,7 @@ def main():
                 pins_off_mm=round(pins_off(bpy.context.scene, moved, held) * 1e3, 3),
                 inside_body_mm=round(max(depths(setup, moved), 0.0) * 1e3, 2),
             )
+        t_defaults, _ = blender_bake(args.repeats, matched=False)
         t, moved = blender_bake(args.repeats)
         out["blender"] = dict(
             seconds=round(t, 2),
@@ -228,8 +233,10 @@ def main():
         out["vertices"] = len(setup.scene.x0)
         t, reached = keys(args.repeats) if not DENSE else (0.0, {})
         out["keys"] = dict(seconds=round(t, 2), reached_mm=reached)
+        out["blender_defaults"] = dict(seconds=round(t_defaults, 2))
         for key in ("diffcloth_linearized", "diffcloth_newton"):
             out[key]["ratio_to_blender"] = round(out[key]["seconds"] / out["blender"]["seconds"], 2)
+            out[key]["ratio_to_blender_defaults"] = round(out[key]["seconds"] / t_defaults, 2)
         lin = out["diffcloth_linearized"]
         out["meets"] = dict(
             time=lin["ratio_to_blender"] <= 1.0,
