@@ -146,8 +146,8 @@ def optimize(args):
     except (InputError, ValueError) as err:
         raise JobError(str(err)) from None
     print(f"diffcloth: {operators.summary(setup, result)}", flush=True)
-    far = {(part, frame): r for part, res in setup.written for frame, r in reach.unreachable(part, res).items()}
-    for (part, frame), r in far.items():
+    far = [(part, frame, r) for part, res in setup.written for frame, r in reach.unreachable(part, res).items()]
+    for part, frame, r in far:
         print(f"diffcloth: warning: {reach.message(part, frame, r)}", flush=True)
 
     pending = []  # (temporary, final) renamed only when all outputs exist
@@ -199,7 +199,7 @@ def optimize(args):
                             for c, (n, d) in r.inside.items()
                         },
                     }
-                    for (part, f), r in far.items()
+                    for part, f, r in far
                 },
                 "history": result.history,
                 **({"preview_error": preview_error} if preview_error else {}),

@@ -166,3 +166,24 @@ def test_the_preview_draws_a_cloth_without_keys_as_simulated(blank):
     drawn = cli._keyed(setup.loss, 4, shown)
     n = len(skirt.data.vertices)
     assert (drawn[:n] == 1).all() and np.allclose(drawn[n:], setup.loss.targets[4][n:]) and not (drawn[n:] == 1).all()
+
+
+def test_the_batch_command_reports_each_cloth_and_its_unreachable_key(blank, tmp_path, capsys):
+    """Headless, both cloths run together; a key stretching the cape to twice its size is told by
+    its target's name, the skirt's untouched."""
+    import json
+
+    from diffcloth.diffcloth_addon import cli
+
+    skirt, cape = skirt_and_cape(blank)
+    blank.scene.diffcloth.max_iterations = 2
+    target = grid_cloth("Stretched", n=5, size=0.4, fabric=True, pins=False, location=(0.0, 0.0, 0.03))
+    target.diffcloth.role, target.diffcloth.cloth = "TARGET", cape
+    target.keyframe_insert("location", frame=7)
+    path, report = tmp_path / "shot.blend", tmp_path / "report.json"
+    bpy.ops.wm.save_as_mainfile(filepath=str(path))
+    assert cli.execute(["optimize", str(path), "--report", str(report)]) == 0
+    data = json.loads(report.read_text())
+    assert data["cloth"] == "Skirt, Cape" and data["cloths"] == ["Skirt", "Cape"]
+    assert [k["target"] for k in data["unreachable_keys"].values()] == ["Stretched"]
+    assert "target 'Stretched' at frame 7 asks 'Cape' to stretch" in capsys.readouterr().out
