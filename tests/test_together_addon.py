@@ -187,3 +187,21 @@ def test_the_batch_command_reports_each_cloth_and_its_unreachable_key(blank, tmp
     assert data["cloth"] == "Skirt, Cape" and data["cloths"] == ["Skirt", "Cape"]
     assert [k["target"] for k in data["unreachable_keys"].values()] == ["Stretched"]
     assert "target 'Stretched' at frame 7 asks 'Cape' to stretch" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("basis,move", [("KEYS", True), ("FRAMES", False)])
+def test_control_forces_steer_cloths_run_together(blank, basis, move):
+    """Control Forces over both cloths, keyed on the skirt: each cloth keeps its share of the forces,
+    and Move Pins moves the skirt's pins its key poses off where they are held."""
+    scene = blank.scene
+    skirt, cape = skirt_and_cape(blank)
+    s = scene.diffcloth
+    s.opt_tension, s.opt_forces, s.force_basis, s.force_move_pins, s.max_iterations = False, True, basis, move, 2
+    target = grid_cloth("Shifted", n=9, size=0.5, fabric=True, pins=False, location=(0.0, 0.05, 0.0))
+    target.diffcloth.role, target.diffcloth.cloth = "TARGET", skirt
+    target.keyframe_insert("location", frame=7)
+    assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
+    skirt_forces = np.array(skirt["diffcloth_result"]["forces"]).reshape(FRAMES - 1, -1, 3)
+    assert skirt_forces.shape[1] == len(skirt.data.vertices) and np.abs(skirt_forces).max() > 0
+    assert len(cape["diffcloth_result"]["forces"]) == (FRAMES - 1) * len(cape.data.vertices) * 3
+    assert ("pin_offset" in skirt["diffcloth_result"]) == move
