@@ -5,6 +5,7 @@ Armature, a Hook), a Mesh Cache modifier reading a PC2 file of float32 positions
 (as Blender's own point cache stores them), which replaces what they made of the mesh."""
 
 import os
+import shutil
 import struct
 
 import bpy
@@ -30,18 +31,21 @@ def cache_path(obj):
 
 
 def keep_caches(filepath):
-    """Move the caches of cloths baked while the file was unsaved (in Blender's temporary folder,
-    cache_path) beside the .blend about to be saved at filepath, so that saving keeps them."""
+    """Give the .blend about to be saved at filepath its carried cloths' caches, beside it: a
+    cache baked while the file was unsaved (in Blender's temporary folder, cache_path) is moved
+    there, one beside another .blend (Save As elsewhere, the batch command's --output) is copied,
+    so that the saved file plays its own bake wherever the one it came from goes."""
     folder = os.path.join(os.path.dirname(os.path.abspath(filepath)), "diffcloth_cache")
     temporary = os.path.abspath(bpy.app.tempdir)
     caches = [m for obj in bpy.data.objects for m in obj.modifiers if ours(m)]
     for m in caches:
         path = os.path.abspath(bpy.path.abspath(m.filepath))
-        if path.startswith(temporary) and os.path.isfile(path):
-            os.makedirs(folder, exist_ok=True)
-            moved = os.path.join(folder, os.path.basename(path))
-            os.replace(path, moved)
-            m.filepath = moved
+        kept = os.path.join(folder, os.path.basename(path))
+        if path == kept or not os.path.isfile(path):
+            continue
+        os.makedirs(folder, exist_ok=True)
+        (os.replace if path.startswith(temporary) else shutil.copyfile)(path, kept)
+        m.filepath = kept
 
 
 def clear_bake(obj):

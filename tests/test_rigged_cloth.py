@@ -127,3 +127,23 @@ def test_saving_keeps_a_cache_baked_before_the_first_save(blank, tmp_path):
     assert bpy.path.abspath(cloth.modifiers["DiffCloth"].filepath) == str(kept)
     bpy.context.scene.frame_set(9)
     assert np.abs(evaluated(cloth) - baked).max() < 1e-6
+
+
+def test_a_copy_saved_elsewhere_plays_its_own_cache(blank, tmp_path):
+    """Saved elsewhere (Save As, the batch command's --output), the file takes a copy of its cache
+    beside it: it plays its bake wherever the file it came from goes."""
+    (tmp_path / "shot").mkdir()
+    (tmp_path / "out").mkdir()
+    bpy.ops.wm.save_as_mainfile(filepath=str(tmp_path / "shot" / "shot.blend"))
+    cloth, rig, top = rigged(blank)
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    blank.scene.frame_set(9)
+    baked = evaluated(cloth)
+    bpy.ops.wm.save_as_mainfile(filepath=str(tmp_path / "out" / "out.blend"), copy=True)
+    copied = tmp_path / "out" / "diffcloth_cache" / "Cloth.pc2"
+    assert copied.is_file() and (tmp_path / "shot" / "diffcloth_cache" / "Cloth.pc2").is_file()
+    bpy.ops.wm.open_mainfile(filepath=str(tmp_path / "out" / "out.blend"))
+    cloth = bpy.data.objects["Cloth"]
+    assert bpy.path.abspath(cloth.modifiers["DiffCloth"].filepath) == str(copied)
+    bpy.context.scene.frame_set(9)
+    assert np.abs(evaluated(cloth) - baked).max() < 1e-6
