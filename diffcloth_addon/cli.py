@@ -146,7 +146,7 @@ def optimize(args):
     except (InputError, ValueError) as err:
         raise JobError(str(err)) from None
     print(f"diffcloth: {operators.summary(setup, result)}", flush=True)
-    far = [(part, frame, r) for part, res in setup.written for frame, r in reach.unreachable(part, res).items()]
+    far = reach.unreachable_keys(setup)
     for part, frame, r in far:
         print(f"diffcloth: warning: {reach.message(part, frame, r)}", flush=True)
 

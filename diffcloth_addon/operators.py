@@ -212,11 +212,7 @@ class _Run(_ClothName, bpy.types.Operator):
             state.status = "failed"
             return _fail(self, str(err))
         if self.kind == "optimize":
-            far = [
-                (part, frame, r)
-                for part, res in self.setup.written
-                for frame, r in reach.unreachable(part, res).items()
-            ]
+            far = reach.unreachable_keys(self.setup)
             state.loss, state.normalized_loss, state.status = (
                 result.loss,
                 result.normalized_loss,

@@ -14,6 +14,12 @@ def unreachable(setup, result):
     return {f + setup.start: r for f, r in (result.reach or {}).items() if not r.reachable}
 
 
+def unreachable_keys(setup):
+    """(the cloth's Setup, scene frame, KeyReach) of every key out of reach, over the cloths a
+    finished run wrote (setup.written)."""
+    return [(part, frame, r) for part, res in setup.written for frame, r in unreachable(part, res).items()]
+
+
 def target_of(setup, frame):
     """The name of the target keyed at scene frame `frame`."""
     return next(name for name, frames in setup.target_frames.items() if frame in frames)

@@ -11,6 +11,7 @@ from ..core.design.embedding import EmbeddedLoss, Embedding
 from .colliders import FRICTION_SCALE
 from .errors import InputError
 from .results import apply_stored_result, stored_motion
+from .settings import OPTIMIZE_SOLVER
 
 # what core.Joined's cloths must share, as the panel names it: (Cloth setting, label)
 SHARED = {
@@ -92,14 +93,14 @@ def _joined(parts, scenes):
             f"apart (the largest Self Collisions Distance of theirs), more than their meshes allow "
             f"({limit * 1e3:.3g} mm, twice the shortest edge): lower it"
         )
-    crossing = np.reshape(dc.crossing_pairs(joined.scene.x0, joined.scene.cloth.tris), (-1, 2))
-    piece = np.searchsorted(joined.starts, joined.scene.cloth.tris[crossing[:, 0], 0], side="right")
-    other = np.searchsorted(joined.starts, joined.scene.cloth.tris[crossing[:, 1], 0], side="right")
-    if np.any(piece != other):
+    sc = joined.scene
+    crossing = np.reshape(dc.crossing_pairs(sc.x0, sc.cloth.tris), (-1, 2))
+    pieces = sc.self_pieces[sc.cloth.tris[crossing, 0]]  # the cloth of each triangle of a pair
+    between = int(np.sum(pieces[:, 0] != pieces[:, 1]))
+    if between:
         raise InputError(
             f"cloths {', '.join(repr(p.cloth_name) for p in parts)} pass through one another at frame "
-            f"{parts[0].start} ({int(np.sum(piece != other))} pairs of triangles cross): they keep the sides they "
-            "start on; move them apart"
+            f"{parts[0].start} ({between} pairs of triangles cross): they keep the sides they start on; move them apart"
         )
     return joined
 
@@ -120,7 +121,7 @@ def run_scene(setup, solver=None):
         known = len(p.warnings)
         scenes.append(apply_stored_result(p))
         setup.warnings += p.warnings[known:]
-    solver = solver or (scenes[0].solver if len({s.solver for s in scenes}) == 1 else "newton")
+    solver = solver or (scenes[0].solver if len({s.solver for s in scenes}) == 1 else OPTIMIZE_SOLVER)
     scenes = [s.replace(solver=solver) if s.solver != solver else s for s in scenes]
     setup.joined = dc.Joined(scenes, *_between(setup.parts))  # as checked when they were read (joint)
     guesses = [stored_motion(p, s) for p, s in zip(setup.parts, scenes)]
