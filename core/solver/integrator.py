@@ -256,19 +256,20 @@ class LinearizedStepper:
             moved[md.free] += d.reshape(-1, 3)
             for f in friction:
                 f.refit(moved)
-            pt = md.potential.at(y, s, lag)
+            pt = md.potential.at(y, s, lag, like=pt)
             b = -(md.h**2) * md.gradient(pt, x, xhat, u).ravel()
             data = md.matrix(pt, projected=True)
             d = self._solve(data, b, s, guess=d)
         res = float(np.linalg.norm(md.system.matvec(data, d) - b) / max(np.linalg.norm(b), 1e-300))
+        y = y.copy()  # pt stays at the prediction
         y[md.free] += d.reshape(-1, 3)
         if lag is not None and lag.cloth is not None:
-            y = self._self_contacts(y, x, v, xhat, u, s, lag)
+            y = self._self_contacts(y, x, xhat, u, s, pt)
         self.projected = project_out(md.potential, lag, y, s)
         return y, 1, res, True
 
     @timed("self-collision")
-    def _self_contacts(self, y, x, v, xhat, u, s, lag):
+    def _self_contacts(self, y, x, xhat, u, s, pt):
         """The step solved again while its result crosses or comes near pairs its planes lack, or
         leaves pairs deeper than the contact smoothing that were apart at the prediction. One
         linear solve sees only the pairs in contact where it starts, and a layer the step
@@ -276,9 +277,8 @@ class LinearizedStepper:
         (SelfPlanes.forced: the penalty's quadratic, which one solve minimizes exactly), those
         that end apart let go, for SELF_ROUNDS at most (a stack of two 10×10 sheets pressed by
         a sphere: 96 crossing triangle pairs with one solve, 0 with this; Newton from the
-        solve's result still left 140)."""
-        md = self.model
-        start = md.prediction(x, v, s)
+        solve's result still left 140). pt: the step's State at its prediction."""
+        md, start, lag = self.model, pt.y, self.lag
         for _ in range(SELF_ROUNDS):
             grown = md.potential.grow_self_pairs(lag, x, y)
             planes = lag.cloth
@@ -287,7 +287,7 @@ class LinearizedStepper:
             if not grown and (forced == planes.forced).all():
                 break
             planes.forced = forced
-            pt = md.potential.at(start, s, lag)
+            pt = md.potential.at(start, s, lag, like=pt)
             b = -(md.h**2) * md.gradient(pt, x, xhat, u).ravel()
             data = md.matrix(pt, projected=True)
             guess = (y - start)[md.free].ravel()  # the last round's, whose matrix differs by a few pairs

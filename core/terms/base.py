@@ -35,6 +35,9 @@ class Term:
     """One energy term: its value, derivatives, lagged data and design derivatives at a point."""
 
     fields = ()  # the design fields (core.model.fields) whose derivatives it gives
+    # whether its quantities follow what a step refits of its lag at the same positions (friction's
+    # slip, the self-contact pairs): a refitted State evaluates only such terms again
+    refits = False
 
     @classmethod
     def build(cls, pot):

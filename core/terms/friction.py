@@ -10,6 +10,7 @@ class CoulombFriction(Term):
     """Every friction contact of a step: per collider with friction, and the cloth's own pairs
     (Self Friction), each a Friction the step's StepLag made at its start."""
 
+    refits = True
     fields = ("friction", "self_friction", "contact_stiffness")
 
     def __init__(self, pot):

@@ -55,6 +55,11 @@ class Hessian:
         triangle's corners; their triangles (P,)), spread by core.contact.self_contact.WEIGHTS."""
         self.pairs.append((stencil, triangle, blocks))
 
+    def copy(self):
+        out = Hessian(self.pot)
+        out.data, out.pairs = self.data.copy(), list(self.pairs)
+        return out
+
     def result(self):
         if not self.pairs:
             return self.data
@@ -82,14 +87,20 @@ class Hessian:
 
 class State:
     """The terms' quantities at positions y of integrator step s and Φ(y); the integrator adds its
-    incremental potential as `energy`."""
+    incremental potential as `energy`. like: a State at the same y and step whose lag the step has
+    refitted since (Term.refits): only the terms that follow it are evaluated again, the others'
+    quantities and their assembled linearized-step matrix (`fixed`) are shared."""
 
-    def __init__(self, potential, y, s, lag=None):
+    def __init__(self, potential, y, s, lag=None, like=None):
         self.y = y
         p = Point(y, s, lag)
-        self.terms = [(term, term.at(p)) for term in potential.terms]
+        if like is None:
+            self.terms = [(term, term.at(p)) for term in potential.terms]
+        else:
+            self.terms = [(term, term.at(p) if term.refits else q) for term, q in like.terms]
         self.phi = sum(term.energy(q) for term, q in self.terms)
         self.energy = None
+        self.fixed = None if like is None else like.fixed
 
     def of(self, kind):
         """The quantities of the first term of class kind, None without one."""
@@ -132,8 +143,8 @@ class Potential:
             lag.set_cloth(grown)
         return grown is not None
 
-    def at(self, y, s, lag=None):
-        return State(self, y, s, lag)
+    def at(self, y, s, lag=None, like=None):
+        return State(self, y, s, lag, like)
 
     def _sum(self, st, method, *args):
         out = np.zeros_like(st.y)
@@ -148,10 +159,21 @@ class Potential:
     def hessian(self, st, mode):
         """Storage data (or a linalg.Coupled) of hess_scale·∇²Φ at st over the free vertices,
         the matrix mode (terms.base.HessianMode) says."""
+        if mode.projected:  # a linearized step's: what its refits leave is assembled once
+            if st.fixed is None:
+                st.fixed = self._assemble(st, mode, Hessian(self), refits=False)
+            return self._assemble(st, mode, st.fixed.copy(), refits=True).result()
         acc = Hessian(self)
         for term, q in st.terms:
             term.hessian(q, acc, mode)
         return acc.result()
+
+    @staticmethod
+    def _assemble(st, mode, acc, refits):
+        for term, q in st.terms:
+            if term.refits == refits:
+                term.hessian(q, acc, mode)
+        return acc
 
     def hess_vec(self, st, v):
         """∇²Φ·v (n,3), exact, over all vertices."""

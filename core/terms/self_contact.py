@@ -10,6 +10,7 @@ from .base import Term
 class SelfContact(Term):
     """The cloth's vertices held off its own triangles (Self Collisions: the scene's self distance)."""
 
+    refits = True
     fields = ("contact_stiffness",)
 
     def __init__(self, pot):
