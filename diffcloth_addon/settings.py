@@ -164,12 +164,15 @@ def self_distance(cs, name, cloth, mesh="its simulated"):
 def params_from_settings(settings, setup):
     """The parameterizations the artist ticked."""
     params = []
+    # cloths run together: each keyed one its own stiffness and velocity, the others kept
+    parts = getattr(setup, "parts", None)  # a Refine is of one cloth
+    keyed = None if not parts else [i for i, p in enumerate(parts) if p.loss is not None] or None
     if settings.opt_tension or settings.opt_bending:
-        params.append(dc.GlobalStiffness(tension=settings.opt_tension, bending=settings.opt_bending))
+        params.append(dc.GlobalStiffness(tension=settings.opt_tension, bending=settings.opt_bending, cloths=keyed))
     if settings.opt_velocity_per_vertex:
-        params.append(dc.InitialVelocity(per_vertex=True))
+        params.append(dc.InitialVelocity(per_vertex=True, cloths=keyed))
     elif settings.opt_velocity:
-        params.append(dc.InitialVelocity())
+        params.append(dc.InitialVelocity(cloths=keyed))
     # the costs are distances off a key; per-frame forces sum over frames instead of integrating
     # over time, so their weights take the frame time in
     strength, change = (dc.weight_for_distance(d) for d in (settings.force_strength, settings.force_change))

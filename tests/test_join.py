@@ -6,6 +6,7 @@ import pytest
 from test_wind import check_start_gradients
 
 import diffcloth.core as dc
+from diffcloth.core.design.params import Design
 
 
 def square(side, size, z, fabric, pinned=()):
@@ -155,3 +156,59 @@ def test_joined_cloths_that_start_close_still_collide():
     joined = dc.Joined([dc.Scene(lower, **common), dc.Scene(upper, **common)], self_distance=0.01)
     x_low, x_up = joined.parts(dc.simulate(joined.scene).x)
     assert x_up[-1, :, 2].min() > x_low[-1, :, 2].min()
+
+
+def test_each_joined_cloth_has_its_own_stiffness():
+    """GlobalStiffness over joined cloths: one θ per kind and cloth (or only the cloths named), each
+    scaling that cloth's springs alone; gradients match central differences."""
+    low, up = two_scenes("newton", steps=8)
+    joined = dc.Joined([low, up], self_distance=0.01)
+    scene, n = joined.scene, low.cloth.n
+    x = dc.simulate(scene).x
+    loss = dc.joined_loss([None, dc.KeyframeLoss({8: x[8, n:] + [0.0, 0.0, 0.02]})], [n, up.cloth.n])
+    both = dc.GlobalStiffness(True, True)
+    design = Design(scene, [both])
+    assert len(design.theta0) == 4
+    assert np.exp(design.theta0) == pytest.approx(
+        [low.cloth.k_tension.mean(), up.cloth.k_tension.mean(), low.cloth.k_bending.mean(), up.cloth.k_bending.mean()]
+    )
+    theta = design.theta0 + np.log([2.0, 1.0, 1.0, 3.0])
+    a, b = joined.split(design.scene(theta))
+    assert np.allclose(a.cloth.k_tension, 2 * low.cloth.k_tension) and np.allclose(
+        a.cloth.k_shear, 2 * low.cloth.k_shear
+    )
+    assert np.allclose(b.cloth.k_tension, up.cloth.k_tension) and np.allclose(b.cloth.k_bending, 3 * up.cloth.k_bending)
+    assert both.describe(theta)["k_tension"] == pytest.approx(
+        [2 * low.cloth.k_tension.mean(), up.cloth.k_tension.mean()]
+    )
+    check = dc.check_gradient(scene, loss, [both], eps=1e-6, components=[0, 1, 2, 3])
+    assert all(c["rel_error"] < 1e-5 or abs(c["analytic"] - c["numeric"]) < 1e-9 for c in check), check
+    assert abs(check[1]["numeric"]) > 1e-6  # the keyed cloth's own stiffness moves it
+    only = Design(scene, [dc.GlobalStiffness(cloths=[1])])
+    assert len(only.theta0) == 1
+    a, b = joined.split(only.scene(only.theta0 + np.log(2.0)))
+    assert np.allclose(a.cloth.k_tension, low.cloth.k_tension) and np.allclose(
+        b.cloth.k_tension, 2 * up.cloth.k_tension
+    )
+    with pytest.raises(ValueError, match="2 cloth"):
+        Design(scene, [dc.GlobalStiffness(cloths=[2])])
+
+
+@pytest.mark.parametrize("per_vertex", [False, True])
+def test_each_joined_cloth_has_its_own_start_velocity(per_vertex):
+    low, up = two_scenes("newton", steps=6)
+    joined = dc.Joined([low, up], self_distance=0.01)
+    scene, n = joined.scene, low.cloth.n
+    x = dc.simulate(scene).x
+    loss = dc.joined_loss([None, dc.KeyframeLoss({6: x[6, n:] + [0.02, 0.0, 0.0]})], [n, up.cloth.n])
+    velocity = dc.InitialVelocity(per_vertex, cloths=[1])
+    design = Design(scene, [velocity])
+    assert len(design.theta0) == 3 + (3 * up.cloth.n if per_vertex else 0)
+    theta = design.theta0.copy()
+    theta[:3] = [0.1, 0.0, 0.0]
+    a, b = joined.split(design.scene(theta))
+    assert np.allclose(a.v0, low.v0) and np.allclose(b.v0, [0.1, 0.0, 0.0])
+    assert np.allclose(velocity.describe(theta)["v0"], [0.1, 0.0, 0.0])
+    check = dc.check_gradient(scene, loss, [velocity], eps=1e-6, components=[0], directions=1)
+    assert all(c["rel_error"] < 1e-5 for c in check) and abs(check[0]["numeric"]) > 1e-6, check
+    assert len(Design(scene, [dc.InitialVelocity()]).theta0) == 6  # every cloth its own

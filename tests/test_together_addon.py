@@ -73,6 +73,10 @@ def test_cloths_optimized_together_keep_their_own_designs(blank):
     assert after < 0.8 * before
     assert len(stored["Skirt"]["k_tension"]) == len(skirt.data.edges)
     assert len(stored["Cape"]["v0"]) == 3 * len(cape.data.vertices)
+    # the keyed cape got its own stiffness and velocity; the skirt, without keys, kept its own
+    assert stored["Skirt"]["tension_setting"] == pytest.approx(skirt.diffcloth.stretch)
+    assert not np.any(stored["Skirt"]["v0"])
+    assert stored["Cape"]["tension_setting"] != pytest.approx(cape.diffcloth.stretch) or np.any(stored["Cape"]["v0"])
     optimized = motion(scene, skirt), motion(scene, cape)
     assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
     for was, obj in zip(optimized, (skirt, cape)):

@@ -8,6 +8,8 @@ that their scale and regularization mean the same at every mesh resolution.
 import numpy as np
 
 from ..model import fields
+from ..model.scene import BoundsError, check_bounds
+from ..solver.integrator import SimulationError
 
 # optimize's "auto" starts Gauss–Newton again from the keys (Acceleration.from_keys) for the
 # vertices they take more than this far off the motion it started from
@@ -15,6 +17,18 @@ FROM_KEYS_OFF = 0.005
 # the fit's ridge, relative to its Gram matrix's mean diagonal: nearly the least accelerations
 # that meet the keys (they leave the keys' accelerations between them undetermined)
 FROM_KEYS_RIDGE = 1e-6
+
+
+def cloths_of(scene, cloths=None):
+    """Per cloth with its own θ in a scene of several (core.Joined; Scene.self_pieces numbers
+    them), every cloth or those of `cloths` (indices), the mask of its vertices; [None] (all of
+    them) for a scene of one cloth."""
+    pieces = scene.self_pieces
+    count = 1 if pieces is None else int(pieces.max()) + 1
+    chosen = list(range(count)) if cloths is None else cloths
+    if not chosen or max(chosen) >= count:
+        raise ValueError(f"the scene has {count} cloth(s), not cloths {cloths}")
+    return [None] if count == 1 else [pieces == c for c in chosen]
 
 
 class Param:
@@ -66,54 +80,86 @@ class GlobalStiffness(Param):
     bending springs, as the cloth's model has them), θ = log k̄ of their mean k̄ (the tension
     springs' mean for the in-plane ones): the scene's springs scaled together, so a fabric's
     springs (core.model.material, which vary with the triangles) keep their proportions, its
-    compression and shear their ratio to its stretch, and a uniform cloth gets k = exp(θ)."""
+    compression and shear their ratio to its stretch, and a uniform cloth gets k = exp(θ).
+    A scene of several cloths (core.Joined; Scene.self_pieces numbers them) has one θ per kind
+    and cloth, of every cloth or of `cloths` only (their indices; the others keep theirs)."""
 
     name = "stiffness"
 
-    def __init__(self, tension=True, bending=False, bounds=None):
+    def __init__(self, tension=True, bending=False, bounds=None, cloths=None):
         super().__init__(bounds)
         if not (tension or bending):
             raise ValueError("GlobalStiffness needs tension and/or bending")
         self.kinds = [k for k, on in (("k_tension", tension), ("k_bending", bending)) if on]
         self.overwrites = tuple(self.kinds) + (("k_compression", "k_shear") if tension else ())
+        self.cloths = None if cloths is None else sorted(set(int(c) for c in cloths))
+
+    @staticmethod
+    def _elements(cloth, field):
+        """A vertex of each of field's springs or hinges (which cloth it is on)."""
+        if field in ("k_tension", "k_compression"):
+            return cloth.tension_edges[:, 0]
+        if field == "k_shear":
+            return cloth.shear_edges[:, 0]
+        return (cloth.hinges if cloth.bending == "hinge" else cloth.bending_edges)[:, 0]
+
+    def _groups(self, scene):
+        """Per cloth with its own θ: per field, the mask of its springs (None: all of them)."""
+        try:
+            masks = cloths_of(scene, self.cloths)
+        except ValueError as err:
+            raise ValueError(f"stiffness: {err}") from None
+        return [None if m is None else (lambda field, m=m: m[self._elements(scene.cloth, field)]) for m in masks]
+
+    def _shapes(self, scene):
+        """Per θ (kind, then cloth): the kind's mean there and {field: (its mask, its springs
+        relative to that mean)} of the fields the θ scales."""
+        cloth = scene.cloth
+        out = []
+        for kind in self.kinds:
+            fields = [kind]
+            if kind == "k_tension":
+                fields += ["k_compression"] if cloth.own_compression is not None else []
+                fields += ["k_shear"] if cloth.n_shear else []
+            for group in self._groups(scene):
+                masks = {f: (slice(None) if group is None else group(f)) for f in fields}
+                own = getattr(cloth, kind)[masks[kind]]
+                if not own.size:
+                    raise ValueError(f"stiffness: a cloth of the scene has no {kind} elements to scale")
+                mean = own.mean()
+                out.append((mean, {f: (mask, getattr(cloth, f)[mask] / mean) for f, mask in masks.items()}))
+        return out
 
     def initial(self, scene):
-        return np.log([getattr(scene.cloth, k).mean() for k in self.kinds])
+        return np.log([mean for mean, _ in self._shapes(scene)])
 
     def to_theta(self, value):
         return float(np.log(value))
 
-    @staticmethod
-    def _shapes(scene, kind):
-        """{field: its springs relative to the kind's mean} of the fields a kind's θ scales."""
-        cloth = scene.cloth
-        fields = [kind]
-        if kind == "k_tension":
-            fields += ["k_compression"] if cloth.own_compression is not None else []
-            fields += ["k_shear"] if cloth.n_shear else []
-        mean = getattr(cloth, kind).mean()
-        return {f: getattr(cloth, f) / mean for f in fields}
-
     def apply(self, theta, design, scene):
-        for k, t in zip(self.kinds, theta):
-            for f, shape in self._shapes(scene, k).items():
-                design[f] = shape * np.exp(t)
+        for t, (_, shapes) in zip(theta, self._shapes(scene)):
+            for f, (mask, shape) in shapes.items():
+                design[f] = np.array(design[f], dtype=np.float64)
+                design[f][mask] = shape * np.exp(t)
 
     def pullback(self, theta, grad, design, scene):
         return np.array(
             [
-                sum(np.dot(getattr(grad, f), shape) for f, shape in self._shapes(scene, k).items()) * np.exp(t)
-                for k, t in zip(self.kinds, theta)
+                sum(np.dot(getattr(grad, f)[mask], shape) for f, (mask, shape) in shapes.items()) * np.exp(t)
+                for t, (_, shapes) in zip(theta, self._shapes(scene))
             ]
         )
 
     def jvp(self, theta, dtheta, design, tangent, scene):
-        for k, t, dt in zip(self.kinds, theta, dtheta):
-            for f, shape in self._shapes(scene, k).items():
-                tangent[f] = tangent[f] + shape * np.exp(t) * dt
+        for t, dt, (_, shapes) in zip(theta, dtheta, self._shapes(scene)):
+            for f, (mask, shape) in shapes.items():
+                tangent[f] = np.array(tangent[f], dtype=np.float64)
+                tangent[f][mask] += shape * np.exp(t) * dt
 
     def describe(self, theta):
-        return {k: float(np.exp(t)) for k, t in zip(self.kinds, theta)}
+        """{kind: its stiffness}, a list of one per cloth where several have their own."""
+        values = np.exp(np.asarray(theta)).reshape(len(self.kinds), -1)
+        return {k: (float(v[0]) if len(v) == 1 else [float(x) for x in v]) for k, v in zip(self.kinds, values)}
 
 
 class Friction(Param):
@@ -224,7 +270,9 @@ class SpringStiffness(Param):
 
 
 class InitialVelocity(Param):
-    """Initial velocity (m/s): one vector for the whole cloth, or one per vertex.
+    """Initial velocity (m/s): one vector for the whole cloth, or one per vertex; in a scene of
+    several cloths (core.Joined), each cloth's own, of every cloth or of `cloths` only (their
+    indices; the others keep theirs).
 
     Per vertex, θ holds the mean velocity and each vertex's deviation from it: the mean receives
     the summed gradient of all vertices, so L-BFGS first moves the cloth as a whole (aiming a
@@ -234,27 +282,65 @@ class InitialVelocity(Param):
     name = "initial_velocity"
     overwrites = ("v0",)
 
-    def __init__(self, per_vertex=False, bounds=None):
+    def __init__(self, per_vertex=False, bounds=None, cloths=None):
         super().__init__(bounds)
         self.per_vertex = per_vertex
+        self.cloths = None if cloths is None else sorted(set(int(c) for c in cloths))
+        self._slices = None
+
+    def _parts(self, scene):
+        """Per cloth with its own θ: its vertices and its slice of θ."""
+        out, at = [], 0
+        for mask in cloths_of(scene, self.cloths):
+            vertices = np.arange(scene.cloth.n) if mask is None else np.flatnonzero(mask)
+            size = 3 + (3 * len(vertices) if self.per_vertex else 0)
+            out.append((vertices, slice(at, at + size)))
+            at += size
+        self._slices = [sl for _, sl in out]  # describe's, which has no scene
+        return out
 
     def initial(self, scene):
-        mean = scene.v0.mean(axis=0)
-        return np.concatenate([mean, (scene.v0 - mean).ravel()]) if self.per_vertex else mean
+        v0 = np.broadcast_to(scene.v0, scene.x0.shape)
+        parts = []
+        for vertices, _ in self._parts(scene):
+            mean = v0[vertices].mean(axis=0)
+            parts += [mean, (v0[vertices] - mean).ravel()] if self.per_vertex else [mean]
+        return np.concatenate(parts)
 
     def bounds(self, scene):
+        out = [(None, None)] * self.size(scene)
         theta0 = self.initial(scene)
-        return self._bounds_for(theta0[:3]) + [(None, None)] * (len(theta0) - 3)
+        for _, sl in self._parts(scene):
+            out[sl.start : sl.start + 3] = self._bounds_for(theta0[sl.start : sl.start + 3])
+        return out
 
     def apply(self, theta, design, scene):
-        design["v0"] = theta[:3] + theta[3:].reshape(-1, 3) if self.per_vertex else np.tile(theta, (scene.cloth.n, 1))
+        v0 = np.array(np.broadcast_to(design["v0"], scene.x0.shape), dtype=np.float64)
+        for vertices, sl in self._parts(scene):
+            own = theta[sl]
+            v0[vertices] = own[:3] + own[3:].reshape(-1, 3) if self.per_vertex else own
+        design["v0"] = v0
 
     def pullback(self, theta, grad, design, scene):
-        total = grad.v0.sum(axis=0)
-        return np.concatenate([total, grad.v0.ravel()]) if self.per_vertex else total
+        g = np.broadcast_to(grad.v0, scene.x0.shape)
+        parts = []
+        for vertices, _ in self._parts(scene):
+            parts += [g[vertices].sum(axis=0), g[vertices].ravel()] if self.per_vertex else [g[vertices].sum(axis=0)]
+        return np.concatenate(parts)
+
+    def jvp(self, theta, dtheta, design, tangent, scene):
+        v0 = np.zeros(scene.x0.shape)
+        for vertices, sl in self._parts(scene):
+            own = dtheta[sl]
+            v0[vertices] = own[:3] + own[3:].reshape(-1, 3) if self.per_vertex else own
+        tangent["v0"] = tangent["v0"] + v0
 
     def describe(self, theta):
-        return {"v0": theta[:3] + theta[3:].reshape(-1, 3) if self.per_vertex else theta.copy()}
+        """{"v0": the velocity, or one per cloth, or every vertex's (the cloths' in turn)}."""
+        if not self.per_vertex:
+            return {"v0": theta.copy() if len(theta) == 3 else theta.reshape(-1, 3)}
+        slices = self._slices or [slice(0, len(theta))]
+        return {"v0": np.concatenate([theta[sl][:3] + theta[sl][3:].reshape(-1, 3) for sl in slices])}
 
 
 class InitialRotation(Param):
@@ -631,6 +717,14 @@ def make_param(name, **kwargs):
 PARAM_NAMES = tuple(sorted(_BY_NAME))
 
 
+def _within(scene):
+    try:
+        check_bounds(scene)
+    except BoundsError:
+        return False
+    return True
+
+
 class Design:
     """Maps the concatenated θ of several parameterizations to scenes and gradients."""
 
@@ -653,6 +747,9 @@ class Design:
             at += len(s)
         self.theta0 = np.concatenate(starts)
         self.bounds = [b for p in self.params for b in p.bounds(scene)]
+        # a design whose stiffness leaves what the solver simulates right (check_bounds), from a
+        # start within it, is a failed trial: what Simulate & Bake would refuse is never the result
+        self._guard = any(f.startswith("k_") for p in self.params for f in p.overwrites) and _within(scene)
 
     def fields(self, theta):
         sc = self.base
@@ -669,7 +766,7 @@ class Design:
             c if c.friction == mu else c.replace(friction=max(float(mu), 0.0))
             for c, mu in zip(self.base.colliders, d["friction"])
         ]
-        return self.base.replace(
+        out = self.base.replace(
             cloth=cloth,
             x0=d["x0"],
             v0=d["v0"],
@@ -679,6 +776,9 @@ class Design:
             self_friction=max(float(d["self_friction"]), 0.0),
             wind=d["wind"],
         )
+        if self._guard and not _within(out):
+            raise SimulationError("the design's stiffness is beyond what the solver simulates right", 0, 0)
+        return out
 
     def pullback(self, theta, grad, design):
         return np.concatenate(
