@@ -54,6 +54,9 @@ class Refine:
     scene: dc.Scene
     loss: dc.KeyframeLoss
     posed_pins: np.ndarray
+    # cloths run together: their Setups, and the cloths' own meshes joined (core.Joined)
+    parts: list["Setup"] = field(default_factory=list)
+    joined: dc.Joined | None = None
 
 
 @dataclass

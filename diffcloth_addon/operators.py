@@ -63,7 +63,7 @@ def prepare(context, kind, cloth_name=None, max_iter=None, use_active=True, with
                 scene=bounded(setup.cloth_name, setup.refine.scene.replace(solver=OPTIMIZE_SOLVER)),
                 loss=setup.refine.loss,
                 params=params_from_settings(settings, setup.refine),
-                iterations=setup.cloth_obj.diffcloth.refine_iterations,
+                iterations=max(p.cloth_obj.diffcloth.refine_iterations for p in setup.parts or [setup] if p.refine),
             )
     return setup, job
 
@@ -76,8 +76,8 @@ def finish(context, setup, run):
         raise InputError(f"{setup.kind} of '{setup.cloth_name}' failed: {run.error}")
     for part in setup.parts or [setup]:
         part.cloth_obj = _still_there(context, part)  # an undo during the run reloads the data
-    if getattr(run.result, "refined", False):  # Refine's result is the cloth's own motion and design
-        setup.scene, setup.embedding = setup.refine.scene, None
+    if getattr(run.result, "refined", False):  # Refine's result is the cloths' own motion and design
+        together.take_refined(setup)
     setup.written = together.per_cloth(setup, run.result)
     for part, result in setup.written:
         motion = result if setup.kind == "simulate" else result.trajectory

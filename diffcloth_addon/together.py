@@ -32,7 +32,8 @@ SHARED = {
 def joint(parts):
     """One Setup of the cloths' Setups (parts, each read as alone), run together: the joined scene
     and loss, and what the run writes back per cloth (Setup.parts, Setup.joined). Cloths with a
-    Simulation Mesh are simulated on it, the others on their own meshes; Refine is not run."""
+    Simulation Mesh are simulated on it, the others on their own meshes; Refine, where one has it,
+    goes on with every cloth on its own mesh (_refine)."""
     joined = _joined(parts, [p.scene for p in parts])
     sizes = [p.n_render for p in parts]
     renders = np.cumsum([0] + sizes)
@@ -44,12 +45,6 @@ def joint(parts):
     keyed = [render_loss(p) for p in parts]
     loss = None if all(k is None for k in keyed) else dc.joined_loss(keyed, sizes)
     warnings = [w for p in parts for w in p.warnings]
-    warnings += [
-        f"cloth '{p.cloth_name}': Refine is not run for cloths run together; the design found on its "
-        "Simulation Mesh is kept"
-        for p in parts
-        if p.refine is not None
-    ]
     return dataclasses.replace(
         parts[0],
         cloth_name=", ".join(p.cloth_name for p in parts),
@@ -61,10 +56,32 @@ def joint(parts):
         render_tris=np.concatenate([p.render_tris + o for p, o in zip(parts, renders)]),
         n_render=int(renders[-1]),
         embedding=embedding,
-        refine=None,
+        refine=_refine(parts, loss),
         parts=parts,
         joined=joined,
     )
+
+
+def _refine(parts, loss):
+    """Refine's run of cloths run together (None unless one of them has it): every cloth on its own
+    mesh, joined, posed by the same keys."""
+    first = next((p.refine for p in parts if p.refine is not None), None)
+    if first is None:
+        return None
+    own = [p.refine or p for p in parts]
+    joined = _joined(parts, [o.scene for o in own])
+    pins = np.concatenate([o.posed_pins + start for o, start in zip(own, joined.starts)])
+    return dataclasses.replace(first, scene=joined.scene, loss=loss, posed_pins=pins, parts=parts, joined=joined)
+
+
+def take_refined(setup):
+    """A run whose design Refine carried to the cloths' own meshes: each cloth written on its own."""
+    setup.scene, setup.embedding = setup.refine.scene, None
+    if setup.parts:
+        setup.joined = setup.refine.joined
+        for p in setup.parts:
+            if p.refine is not None:
+                p.scene, p.embedding = p.refine.scene, None
 
 
 def render_loss(part):
@@ -150,6 +167,10 @@ def per_cloth(setup, result):
             out.append((p, type(result)(**{**vars(result), **own})))
             continue
         frames = set(p.loss.targets) if p.loss is not None else set()
+        refined = {}
+        if getattr(result, "refined", False):  # where Refine started, for the cloths it ran on
+            carried = {f: d for f, d in result.carried_distances.items() if f in frames}
+            refined = dict(refined=p.refine is not None, carried_distances=carried)
         out.append(
             (
                 p,
@@ -159,6 +180,7 @@ def per_cloth(setup, result):
                     trajectory=type(motion)(**{**vars(motion), **own}),
                     keyframes={f: d for f, d in result.keyframes.items() if f in frames},
                     reach=result.part_reach[i],
+                    **refined,
                 ),
             )
         )

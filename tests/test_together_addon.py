@@ -142,6 +142,34 @@ def test_a_cloth_on_a_simulation_mesh_runs_together_with_one_on_its_own(blank):
     assert after < 0.8 * before and not cape["diffcloth_result"]["keyframes"]
 
 
+def test_refine_carries_the_design_of_cloths_run_together_to_their_own_meshes(blank):
+    """The skirt on a proxy with Refine, the cape on its own mesh: after the joined run on the proxy,
+    Refine goes on with both cloths on their own meshes; each stores its own design (the skirt's
+    refined, where Refine started), and a plain Simulate & Bake reproduces the refined motion."""
+    scene = blank.scene
+    skirt, cape = skirt_and_cape(blank)
+    skirt.diffcloth.proxy_vertices, skirt.diffcloth.refine_iterations = 40, 2
+    settings = scene.diffcloth
+    settings.opt_tension, settings.opt_velocity, settings.max_iterations = True, True, 3
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    scene.frame_set(9)
+    assert bpy.ops.diffcloth.new_target(cloth="Skirt") == {"FINISHED"}
+    target = next(o for o in scene.objects if o.diffcloth.role == "TARGET")
+    target.data.vertices.foreach_set("co", (np.array([v.co for v in target.data.vertices]) - [0.0, 0.0, 0.01]).ravel())
+    target.data.update()
+    scene.frame_set(1)
+    assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
+    stored = {o.name: o["diffcloth_result"].to_dict() for o in (skirt, cape)}
+    assert stored["Skirt"]["refined"] and "refine_start" in stored["Skirt"] and not stored["Cape"]["refined"]
+    before, _, after, _ = stored["Skirt"]["keyframes"]["9"]
+    assert after < 0.8 * before and not stored["Cape"]["keyframes"]
+    assert len(stored["Skirt"]["k_tension"]) == len(skirt.data.edges)  # its own mesh's springs
+    optimized = motion(scene, skirt), motion(scene, cape)
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    for was, obj in zip(optimized, (skirt, cape)):
+        assert np.abs(motion(scene, obj) - was).max() < 1e-3
+
+
 def test_the_sidebar_shows_the_cloths_run_together(blank):
     from test_addon import draw_all
 

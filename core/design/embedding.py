@@ -109,12 +109,17 @@ class Embedding:
         proxy did, but for the detail the proxy's resolution leaves out."""
         changes = {"v0": self.interpolate(proxy_design.v0), "colliders": proxy_design.colliders}
         cloth = render_scene.cloth
+        pieces, render_pieces = _pieces(proxy_base), _pieces(render_scene)  # the cloths of joined scenes
         for key in ("k_tension", "k_bending"):
             ratio = getattr(proxy_design.cloth, key) / getattr(proxy_base.cloth, key)
-            if len(ratio) and np.ptp(ratio) > 1e-9 * np.abs(ratio).max():
-                raise ValueError(f"the proxy's {key} varies per element, which does not carry to the render mesh")
-            if len(ratio):
-                cloth = cloth.replace(**{key: getattr(cloth, key) * ratio[0]})
+            k = getattr(cloth, key).copy()
+            of, render_of = pieces[proxy_base.cloth.first_vertices(key)], render_pieces[cloth.first_vertices(key)]
+            for c in np.unique(of):  # each cloth's springs scaled as its proxy's were
+                own = ratio[of == c]
+                if np.ptp(own) > 1e-9 * np.abs(own).max():
+                    raise ValueError(f"the proxy's {key} varies per element, which does not carry to the render mesh")
+                k[render_of == c] *= own[0]
+            cloth = cloth.replace(**{key: k})
         changes["cloth"] = cloth
         if proxy_design.forces is not None:
             accel = proxy_design.forces / proxy_design.cloth.masses[None, :, None]
@@ -122,8 +127,13 @@ class Embedding:
         pinned, render_pinned = proxy_base.cloth.pinned, cloth.pinned
         if proxy_design.pin_path is not None and len(pinned) and len(render_pinned):
             offset = proxy_design.pin_path - proxy_base.pin_frames
-            nearest = cKDTree(proxy_base.x0[pinned]).query(render_scene.x0[render_pinned])[1]
-            changes["pin_path"] = render_scene.pin_frames + offset[:, nearest]
+            path = render_scene.pin_frames.copy()
+            for c in np.unique(render_pieces[render_pinned]):  # the nearest proxy pin of the same cloth
+                mine, theirs = np.flatnonzero(render_pieces[render_pinned] == c), np.flatnonzero(pieces[pinned] == c)
+                if len(theirs):
+                    nearest = cKDTree(proxy_base.x0[pinned[theirs]]).query(render_scene.x0[render_pinned[mine]])[1]
+                    path[:, mine] += offset[:, theirs[nearest]]
+            changes["pin_path"] = path
         return render_scene.replace(**changes)
 
 
@@ -178,3 +188,8 @@ class EmbeddedLoss:
 
     def __call__(self, traj):
         return self.evaluate(traj.x, traj.v)[0]
+
+
+def _pieces(scene):
+    """Each vertex's cloth in a joined scene (core.Joined), all 0 in a scene of one cloth."""
+    return np.zeros(scene.cloth.n, np.int64) if scene.self_pieces is None else scene.self_pieces

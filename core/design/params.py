@@ -94,22 +94,13 @@ class GlobalStiffness(Param):
         self.overwrites = tuple(self.kinds) + (("k_compression", "k_shear") if tension else ())
         self.cloths = None if cloths is None else sorted(set(int(c) for c in cloths))
 
-    @staticmethod
-    def _elements(cloth, field):
-        """A vertex of each of field's springs or hinges (which cloth it is on)."""
-        if field in ("k_tension", "k_compression"):
-            return cloth.tension_edges[:, 0]
-        if field == "k_shear":
-            return cloth.shear_edges[:, 0]
-        return (cloth.hinges if cloth.bending == "hinge" else cloth.bending_edges)[:, 0]
-
     def _groups(self, scene):
         """Per cloth with its own θ: per field, the mask of its springs (None: all of them)."""
         try:
             masks = cloths_of(scene, self.cloths)
         except ValueError as err:
             raise ValueError(f"stiffness: {err}") from None
-        return [None if m is None else (lambda field, m=m: m[self._elements(scene.cloth, field)]) for m in masks]
+        return [None if m is None else (lambda field, m=m: m[scene.cloth.first_vertices(field)]) for m in masks]
 
     def _shapes(self, scene):
         """Per θ (kind, then cloth): the kind's mean there and {field: (its mask, its springs

@@ -179,6 +179,15 @@ class Cloth:
     def n_shear(self):
         return len(self.shear_edges)
 
+    def first_vertices(self, field):
+        """A vertex of each of a stiffness field's springs or hinges ("k_tension", "k_compression",
+        "k_shear", "k_bending"): which cloth of a joined one it is on."""
+        if field in ("k_tension", "k_compression"):
+            return self.tension_edges[:, 0]
+        if field == "k_shear":
+            return self.shear_edges[:, 0]
+        return (self.hinges if self.bending == "hinge" else self.bending_edges)[:, 0]
+
     @property
     def edges(self):
         """All springs: tension, shear, then (bending="springs") the bending springs."""
