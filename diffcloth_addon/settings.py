@@ -164,7 +164,8 @@ def self_distance(cs, name, cloth, mesh="its simulated"):
 def params_from_settings(settings, setup):
     """The parameterizations the artist ticked."""
     params = []
-    # cloths run together: each keyed one its own stiffness and velocity, the others kept
+    # cloths run together: each keyed one its own stiffness and velocity, control forces on the
+    # keyed ones; the others kept as they are
     parts = getattr(setup, "parts", None)  # a Refine is of one cloth
     keyed = None if not parts else [i for i, p in enumerate(parts) if p.loss is not None] or None
     if settings.opt_tension or settings.opt_bending:
@@ -178,19 +179,20 @@ def params_from_settings(settings, setup):
     strength, change = (dc.weight_for_distance(d) for d in (settings.force_strength, settings.force_change))
     dt = setup.scene.dt
     if settings.opt_forces and settings.force_basis == "KEYS":
-        keyed = dc.KeyedForces(
+        forces = dc.KeyedForces(
             settings.force_key_spacing,
             strength,
             change,
             move_pins=setup.posed_pins if settings.force_move_pins else False,
+            cloths=keyed,
         )
         try:
-            keyed.size(setup.scene)
+            forces.size(setup.scene)
         except ValueError as err:
             raise InputError(f"Force Key Spacing: {str(err).split(': ', 1)[1]}") from None
-        params.append(keyed)
+        params.append(forces)
     elif settings.opt_forces:
-        params.append(dc.ControlForces(strength * dt, change / dt))
+        params.append(dc.ControlForces(strength * dt, change / dt, cloths=keyed))
     if settings.opt_wind:
         params.append(dc.Wind(strength * dt, change / dt))
     if settings.opt_wind_fields:

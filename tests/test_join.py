@@ -212,3 +212,20 @@ def test_each_joined_cloth_has_its_own_start_velocity(per_vertex):
     check = dc.check_gradient(scene, loss, [velocity], eps=1e-6, components=[0], directions=1)
     assert all(c["rel_error"] < 1e-5 for c in check) and abs(check[0]["numeric"]) > 1e-6, check
     assert len(Design(scene, [dc.InitialVelocity()]).theta0) == 6  # every cloth its own
+
+
+@pytest.mark.parametrize("kind", ["keyed", "per_frame"])
+def test_control_forces_push_only_the_cloths_named(kind):
+    """KeyedForces and ControlForces with cloths=: the other cloths' vertices feel no force whatever θ
+    holds; gradients match central differences."""
+    low, up = two_scenes("newton", steps=6)
+    joined = dc.Joined([low, up], self_distance=0.01)
+    scene, n = joined.scene, low.cloth.n
+    x = dc.simulate(scene).x
+    loss = dc.joined_loss([None, dc.KeyframeLoss({6: x[6, n:] + [0.02, 0.0, 0.0]})], [n, up.cloth.n])
+    param = dc.KeyedForces(every=0.125, magnitude=1e-6, cloths=[1]) if kind == "keyed" else dc.ControlForces(cloths=[1])
+    design = Design(scene, [param])
+    pushed = design.scene(np.ones_like(design.theta0))
+    assert not pushed.forces[:, :n].any() and pushed.forces[:, n:].all()
+    check = dc.check_gradient(scene, loss, [param], eps=1e-6, directions=2)
+    assert all(c["rel_error"] < 1e-5 for c in check), check

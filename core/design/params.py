@@ -380,11 +380,25 @@ class Acceleration(Param):
     optimum, is the same at any mesh resolution. weight_for_distance() turns the artist's
     "costs as much as being this far off a key" into a weight."""
 
-    def __init__(self, magnitude=0.0, smoothness=0.0, bounds=None):
+    def __init__(self, magnitude=0.0, smoothness=0.0, bounds=None, cloths=None):
         super().__init__(bounds)
         if magnitude < 0 or smoothness < 0:
             raise ValueError(f"{self.name}: regularizer weights must be non-negative")
         self.magnitude, self.smoothness = float(magnitude), float(smoothness)
+        self.cloths = None if cloths is None else sorted(set(int(c) for c in cloths))
+
+    def _pushed(self, accel, scene):
+        """Per-vertex accelerations (frames or keys, n, 3) on the cloths pushed: every vertex, or of
+        a joined scene (core.Joined) those of `cloths` only (the others' entries of θ stay idle)."""
+        if self.cloths is None:
+            return accel
+        try:
+            masks = cloths_of(scene, self.cloths)
+        except ValueError as err:
+            raise ValueError(f"{self.name}: {err}") from None
+        if masks[0] is None:
+            return accel
+        return accel * np.logical_or.reduce(masks)[None, :, None]
 
     def regularizer(self, theta, scene):
         a = self._shape(theta, scene)
@@ -472,10 +486,12 @@ class ControlForces(Acceleration):
         return np.zeros(scene.steps * scene.cloth.n * 3)
 
     def apply(self, theta, design, scene):
-        design["forces"] = design["forces"] + scene.cloth.masses[:, None] * self._shape(theta, scene)
+        design["forces"] = design["forces"] + scene.cloth.masses[:, None] * self._pushed(
+            self._shape(theta, scene), scene
+        )
 
     def pullback(self, theta, grad, design, scene):
-        return (grad.forces * scene.cloth.masses[:, None]).ravel()
+        return self._pushed(grad.forces * scene.cloth.masses[:, None], scene).ravel()
 
     def describe(self, theta):
         return {"control_acceleration": theta.copy()}
@@ -550,8 +566,8 @@ class KeyedForces(Acceleration):
 
     name = "keyed_forces"
 
-    def __init__(self, every=0.25, magnitude=0.0, smoothness=0.0, bounds=None, move_pins=False):
-        super().__init__(magnitude, smoothness, bounds)
+    def __init__(self, every=0.25, magnitude=0.0, smoothness=0.0, bounds=None, move_pins=False, cloths=None):
+        super().__init__(magnitude, smoothness, bounds, cloths)
         if not (np.isfinite(every) and every > 0):
             raise ValueError(f"{self.name}: the key spacing must be positive seconds, got {every}")
         self.every = float(every)
@@ -611,7 +627,7 @@ class KeyedForces(Acceleration):
         return np.einsum("fj,jpi->fpi", self._integration(scene), accel[:, scene.cloth.pinned[moving]])
 
     def apply(self, theta, design, scene):
-        accel = np.einsum("fk,kni->fni", self.weights(scene), self._shape(theta, scene))
+        accel = np.einsum("fk,kni->fni", self.weights(scene), self._pushed(self._shape(theta, scene), scene))
         design["forces"] = design["forces"] + scene.cloth.masses[:, None] * accel
         moving = self.moving(scene)
         if len(moving):
@@ -626,10 +642,10 @@ class KeyedForces(Acceleration):
             per_frame[:, scene.cloth.pinned[moving]] += np.einsum(
                 "fj,fpi->jpi", self._integration(scene), grad.pin_path[:, moving]
             )
-        return np.einsum("fk,fni->kni", self.weights(scene), per_frame).ravel()
+        return np.einsum("fk,fni->kni", self.weights(scene), self._pushed(per_frame, scene)).ravel()
 
     def jvp(self, theta, dtheta, design, tangent, scene):
-        accel = np.einsum("fk,kni->fni", self.weights(scene), self._shape(dtheta, scene))
+        accel = np.einsum("fk,kni->fni", self.weights(scene), self._pushed(self._shape(dtheta, scene), scene))
         tangent["forces"] = tangent["forces"] + scene.cloth.masses[:, None] * accel
         moving = self.moving(scene)
         if len(moving):
