@@ -25,6 +25,17 @@ def skirt_and_cape(blank, cape_z=0.03):
     return skirt, cape
 
 
+def key_shifted(scene, name, frame, shift):
+    """New Target from Cloth of cloth `name` at `frame`, its copy moved by shift (m); back to frame 1."""
+    scene.frame_set(frame)
+    assert bpy.ops.diffcloth.new_target(cloth=name) == {"FINISHED"}
+    target = next(o for o in scene.objects if o.diffcloth.role == "TARGET")
+    target.data.vertices.foreach_set("co", (np.array([v.co for v in target.data.vertices]) + shift).ravel())
+    target.data.update()  # else Blender 4.2 evaluates the mesh as it was
+    scene.frame_set(1)
+    return target
+
+
 def motion(scene, obj):
     """The object's evaluated world positions at every frame (frames, n, 3)."""
     out = []
@@ -58,14 +69,9 @@ def test_cloths_optimized_together_keep_their_own_designs(blank):
     settings = scene.diffcloth
     settings.opt_tension, settings.opt_velocity, settings.max_iterations = True, True, 4
     assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
-    scene.frame_set(9)
     blank.view_layer.objects.active = cape
-    assert bpy.ops.diffcloth.new_target(cloth="Cape") == {"FINISHED"}
-    target = next(o for o in scene.objects if o.diffcloth.role == "TARGET")
+    key_shifted(scene, "Cape", 9, [0.0, 0.0, 0.02])
     assert skirt.get("diffcloth_motion_solver") == "newton"  # re-baked together with converged steps
-    target.data.vertices.foreach_set("co", (np.array([v.co for v in target.data.vertices]) + [0.0, 0.0, 0.02]).ravel())
-    target.data.update()  # else Blender 4.2 evaluates the mesh as it was
-    scene.frame_set(1)
     assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
     stored = {o.name: o["diffcloth_result"].to_dict() for o in (skirt, cape)}
     assert list(stored["Cape"]["keyframes"]) == ["9"] and not stored["Skirt"]["keyframes"]
@@ -132,12 +138,7 @@ def test_a_cloth_on_a_simulation_mesh_runs_together_with_one_on_its_own(blank):
     assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
     low, up = motion(scene, skirt), motion(scene, cape)
     assert low.shape[1] == len(skirt.data.vertices) and (up[:, :, 2].min(axis=1) > low[:, :, 2].min(axis=1)).all()
-    scene.frame_set(9)
-    assert bpy.ops.diffcloth.new_target(cloth="Skirt") == {"FINISHED"}
-    target = next(o for o in scene.objects if o.diffcloth.role == "TARGET")
-    target.data.vertices.foreach_set("co", (np.array([v.co for v in target.data.vertices]) - [0.0, 0.0, 0.01]).ravel())
-    target.data.update()
-    scene.frame_set(1)
+    key_shifted(scene, "Skirt", 9, [0.0, 0.0, -0.01])
     assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
     before, _, after, _ = skirt["diffcloth_result"]["keyframes"]["9"]
     assert after < 0.8 * before and not cape["diffcloth_result"]["keyframes"]
@@ -153,12 +154,7 @@ def test_refine_carries_the_design_of_cloths_run_together_to_their_own_meshes(bl
     settings = scene.diffcloth
     settings.opt_tension, settings.opt_velocity, settings.max_iterations = True, True, 3
     assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
-    scene.frame_set(9)
-    assert bpy.ops.diffcloth.new_target(cloth="Skirt") == {"FINISHED"}
-    target = next(o for o in scene.objects if o.diffcloth.role == "TARGET")
-    target.data.vertices.foreach_set("co", (np.array([v.co for v in target.data.vertices]) - [0.0, 0.0, 0.01]).ravel())
-    target.data.update()
-    scene.frame_set(1)
+    key_shifted(scene, "Skirt", 9, [0.0, 0.0, -0.01])
     assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
     stored = {o.name: o["diffcloth_result"].to_dict() for o in (skirt, cape)}
     assert stored["Skirt"]["refined"] and "refine_start" in stored["Skirt"] and not stored["Cape"]["refined"]
