@@ -52,6 +52,12 @@ SKIP_FULL = 3
 # floor is within FLOOR_SLACK of tol (instead of iterating on rounding noise up to max_newton).
 ROUNDING_STEP = 8 * np.finfo(np.float64).eps
 FLOOR_SLACK = 1e3
+# a Newton direction that moves a vertex more than this many times the step the line search last
+# took within the integrator step is tried at that length first: the penalty's push into soft modes
+# (a walking body striking a hem with friction: 0.3 m directions, 1/128 taken) would otherwise cost
+# a halving, an evaluation of every term, each (the character's converged forward 9.7 → 7.3 s;
+# the artist scene's unchanged)
+REACH_GROWTH = 4.0
 
 
 class SimulationError(RuntimeError):
@@ -310,6 +316,7 @@ class Stepper:
         self.tension = None
         self.blend = 0
         self.skip_full = 0
+        self.reach = None  # the largest vertex move of the step's last accepted line search
         self.projected = []  # a converged step keeps its contacts itself
 
     def _refactor(self, data):
@@ -401,7 +408,7 @@ class Stepper:
         local = guess is not None and pt is other
         tension = md.potential.newton_forces(pt) if self.tension is None else self.tension
         to_pos = h * h / md.mf[:, None]
-        self.blend, self.skip_full = 0, 0
+        self.blend, self.skip_full, self.reach = 0, 0, None
         res = prev = best = np.inf
         stalled = 0
         floor = False
@@ -458,8 +465,20 @@ class Stepper:
         return None
 
     def _line_search(self, pt, d, g, x, xhat, u, s, fresh, expand):
-        """The accepted point and its step length (0: keep pt, retry with a fresh factorization);
-        expand: try longer steps when the full one is accepted."""
+        """The accepted point and its step length along d (0: keep pt, retry with a fresh
+        factorization), searched from at most REACH_GROWTH times the last accepted move; expand:
+        try longer steps when the first is accepted."""
+        big = float(np.abs(d).max())
+        scale = 1.0
+        if self.reach is not None and big > REACH_GROWTH * self.reach:
+            scale = REACH_GROWTH * self.reach / big
+        new, alpha = self._search(pt, scale * d, g, x, xhat, u, s, fresh, expand)
+        if alpha > 0:
+            self.reach = alpha * scale * big
+        return new, alpha * scale
+
+    def _search(self, pt, d, g, x, xhat, u, s, fresh, expand):
+        """The accepted point along d by backtracking from its full length, and that length."""
         md = self.model
         trial = pt.y.copy()
         trial[md.free] += d
