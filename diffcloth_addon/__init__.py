@@ -30,10 +30,17 @@ def _stamp(filepath="", *_args):
         bake.keep_caches(filepath)
 
 
+@bpy.app.handlers.persistent
+def _saved(filepath="", *_args):
+    if filepath:
+        bake.after_save(filepath)
+
+
 _HANDLERS = (
     (bpy.app.handlers.load_pre, _end_runs),
     (bpy.app.handlers.load_post, _upgrade),
     (bpy.app.handlers.save_pre, _stamp),
+    (bpy.app.handlers.save_post, _saved),
 )
 
 

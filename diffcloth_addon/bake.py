@@ -30,13 +30,19 @@ def cache_path(obj):
     return os.path.join(bpy.app.tempdir, name)
 
 
+# what keep_caches changed for the save under way: (object, modifier, its path before, that file)
+_SAVING = []
+
+
 def keep_caches(filepath):
-    """Give the .blend about to be saved at filepath its carried cloths' caches, beside it: a
-    cache baked while the file was unsaved (in Blender's temporary folder, cache_path) is moved
-    there, one beside another .blend (Save As elsewhere, the batch command's --output) is copied,
-    so that the saved file plays its own bake wherever the one it came from goes."""
+    """Give the .blend about to be saved at filepath its carried cloths' caches, beside it: each is
+    copied there from where it is (beside another .blend, or in Blender's temporary folder while the
+    file was unsaved, cache_path), so that the saved file plays its own bake wherever the one it
+    came from goes. A saved file's path to it is relative to the file being saved over, which
+    Blender's save rebases onto the new one (its Remap Relative, on by default and in the batch
+    command's save): the saved file and its cache folder move together. after_save finishes."""
+    _SAVING.clear()
     folder = os.path.join(os.path.dirname(os.path.abspath(filepath)), "diffcloth_cache")
-    temporary = os.path.abspath(bpy.app.tempdir)
     caches = [m for obj in bpy.data.objects for m in obj.modifiers if ours(m)]
     for m in caches:
         path = os.path.abspath(bpy.path.abspath(m.filepath))
@@ -44,8 +50,25 @@ def keep_caches(filepath):
         if path == kept or not os.path.isfile(path):
             continue
         os.makedirs(folder, exist_ok=True)
-        (os.replace if path.startswith(temporary) else shutil.copyfile)(path, kept)
-        m.filepath = kept
+        shutil.copyfile(path, kept)
+        _SAVING.append((m.id_data.name, m.name, m.filepath, path))
+        m.filepath = bpy.path.relpath(kept) if bpy.data.filepath else kept
+
+
+def after_save(filepath):
+    """After a save keep_caches prepared: a copy saved elsewhere (Save Copy, the batch command's
+    --output) leaves the open file playing its own caches, as before; a file saved for the first
+    time drops the temporary folder's caches it now keeps beside it."""
+    copy = os.path.abspath(bpy.data.filepath or os.curdir) != os.path.abspath(filepath)
+    temporary = os.path.abspath(bpy.app.tempdir)
+    for name, modifier, before, path in _SAVING:
+        obj = bpy.data.objects.get(name)
+        m = obj.modifiers.get(modifier) if obj is not None else None
+        if copy and m is not None:
+            m.filepath = before
+        elif not copy and path.startswith(temporary) and os.path.isfile(path):
+            os.remove(path)
+    _SAVING.clear()
 
 
 def clear_bake(obj):

@@ -140,10 +140,25 @@ def test_a_copy_saved_elsewhere_plays_its_own_cache(blank, tmp_path):
     blank.scene.frame_set(9)
     baked = evaluated(cloth)
     bpy.ops.wm.save_as_mainfile(filepath=str(tmp_path / "out" / "out.blend"), copy=True)
-    copied = tmp_path / "out" / "diffcloth_cache" / "Cloth.pc2"
-    assert copied.is_file() and (tmp_path / "shot" / "diffcloth_cache" / "Cloth.pc2").is_file()
+    copied, own = (
+        tmp_path / "out" / "diffcloth_cache" / "Cloth.pc2",
+        tmp_path / "shot" / "diffcloth_cache" / "Cloth.pc2",
+    )
+    assert copied.is_file() and own.is_file()
+    assert bpy.path.abspath(cloth.modifiers["DiffCloth"].filepath) == str(own)  # the open file plays its own
     bpy.ops.wm.open_mainfile(filepath=str(tmp_path / "out" / "out.blend"))
     cloth = bpy.data.objects["Cloth"]
+    assert cloth.modifiers["DiffCloth"].filepath.startswith("//")  # relative: the folder may move
     assert bpy.path.abspath(cloth.modifiers["DiffCloth"].filepath) == str(copied)
+    bpy.context.scene.frame_set(9)
+    assert np.abs(evaluated(cloth) - baked).max() < 1e-6
+    # the output folder moved elsewhere, its file still plays its own cache
+    bpy.ops.wm.read_homefile(use_empty=True)
+    os.rename(tmp_path / "out", tmp_path / "moved")
+    bpy.ops.wm.open_mainfile(filepath=str(tmp_path / "moved" / "out.blend"))
+    cloth = bpy.data.objects["Cloth"]
+    assert bpy.path.abspath(cloth.modifiers["DiffCloth"].filepath) == str(
+        tmp_path / "moved" / "diffcloth_cache" / "Cloth.pc2"
+    )
     bpy.context.scene.frame_set(9)
     assert np.abs(evaluated(cloth) - baked).max() < 1e-6
