@@ -31,7 +31,7 @@ def cache_path(obj):
 
 
 # what keep_caches changed for the save under way: (object, modifier, its path before, that file)
-_SAVING = []
+_SAVING: list[tuple[str, str, str, str]] = []
 
 
 def keep_caches(filepath):
