@@ -19,24 +19,24 @@ FROM_KEYS_OFF = 0.005
 FROM_KEYS_RIDGE = 1e-6
 
 
-def cloths_of(scene, cloths=None):
-    """Per cloth with its own θ in a scene of several (core.Joined; Scene.self_pieces numbers
-    them), every cloth or those of `cloths` (indices), the mask of its vertices; [None] (all of
-    them) for a scene of one cloth."""
-    pieces = scene.self_pieces
-    count = 1 if pieces is None else int(pieces.max()) + 1
-    chosen = list(range(count)) if cloths is None else cloths
-    if not chosen or max(chosen) >= count:
-        raise ValueError(f"the scene has {count} cloth(s), not cloths {cloths}")
-    return [None] if count == 1 else [pieces == c for c in chosen]
-
-
 class Param:
     name = "param"
     overwrites = ()  # design fields this parameterization sets outright (at most one may set each)
 
-    def __init__(self, bounds=None):
+    def __init__(self, bounds=None, cloths=None):
         self.user_bounds = bounds
+        # in a scene of several cloths (core.Joined), the indices of those it varies (None: every one)
+        self.cloths = None if cloths is None else sorted(set(int(c) for c in cloths))
+
+    def cloth_masks(self, scene):
+        """Per cloth with its own θ in a scene of several (Scene.self_pieces numbers them), every
+        cloth or those of `cloths`, the mask of its vertices; [None] (all of them) for one cloth."""
+        pieces = scene.self_pieces
+        count = 1 if pieces is None else int(pieces.max()) + 1
+        chosen = list(range(count)) if self.cloths is None else self.cloths
+        if not chosen or max(chosen) >= count:
+            raise ValueError(f"{self.name}: the scene has {count} cloth(s), not cloths {self.cloths}")
+        return [None] if count == 1 else [pieces == c for c in chosen]
 
     def size(self, scene):
         return len(self.initial(scene))
@@ -87,19 +87,15 @@ class GlobalStiffness(Param):
     name = "stiffness"
 
     def __init__(self, tension=True, bending=False, bounds=None, cloths=None):
-        super().__init__(bounds)
+        super().__init__(bounds, cloths)
         if not (tension or bending):
             raise ValueError("GlobalStiffness needs tension and/or bending")
         self.kinds = [k for k, on in (("k_tension", tension), ("k_bending", bending)) if on]
         self.overwrites = tuple(self.kinds) + (("k_compression", "k_shear") if tension else ())
-        self.cloths = None if cloths is None else sorted(set(int(c) for c in cloths))
 
     def _groups(self, scene):
         """Per cloth with its own θ: per field, the mask of its springs (None: all of them)."""
-        try:
-            masks = cloths_of(scene, self.cloths)
-        except ValueError as err:
-            raise ValueError(f"stiffness: {err}") from None
+        masks = self.cloth_masks(scene)
         return [None if m is None else (lambda field, m=m: m[scene.cloth.first_vertices(field)]) for m in masks]
 
     def _shapes(self, scene):
@@ -274,15 +270,14 @@ class InitialVelocity(Param):
     overwrites = ("v0",)
 
     def __init__(self, per_vertex=False, bounds=None, cloths=None):
-        super().__init__(bounds)
+        super().__init__(bounds, cloths)
         self.per_vertex = per_vertex
-        self.cloths = None if cloths is None else sorted(set(int(c) for c in cloths))
         self._slices = None
 
     def _parts(self, scene):
         """Per cloth with its own θ: its vertices and its slice of θ."""
         out, at = [], 0
-        for mask in cloths_of(scene, self.cloths):
+        for mask in self.cloth_masks(scene):
             vertices = np.arange(scene.cloth.n) if mask is None else np.flatnonzero(mask)
             size = 3 + (3 * len(vertices) if self.per_vertex else 0)
             out.append((vertices, slice(at, at + size)))
@@ -381,21 +376,17 @@ class Acceleration(Param):
     "costs as much as being this far off a key" into a weight."""
 
     def __init__(self, magnitude=0.0, smoothness=0.0, bounds=None, cloths=None):
-        super().__init__(bounds)
+        super().__init__(bounds, cloths)
         if magnitude < 0 or smoothness < 0:
             raise ValueError(f"{self.name}: regularizer weights must be non-negative")
         self.magnitude, self.smoothness = float(magnitude), float(smoothness)
-        self.cloths = None if cloths is None else sorted(set(int(c) for c in cloths))
 
     def _pushed(self, accel, scene):
         """Per-vertex accelerations (frames or keys, n, 3) on the cloths pushed: every vertex, or of
         a joined scene (core.Joined) those of `cloths` only (the others' entries of θ stay idle)."""
         if self.cloths is None:
             return accel
-        try:
-            masks = cloths_of(scene, self.cloths)
-        except ValueError as err:
-            raise ValueError(f"{self.name}: {err}") from None
+        masks = self.cloth_masks(scene)
         if masks[0] is None:
             return accel
         return accel * np.logical_or.reduce(masks)[None, :, None]

@@ -123,6 +123,7 @@ class Potential:
             self.self_slots = system.triangle_slots(fidx[cloth.tris])
         self._edges = None
         self.terms = [term for kind in TERMS for term in kind.build(self)]
+        self.refitting = any(term.refits for term in self.terms)  # a linearized step may refit its lag
 
     def edge_geometry(self):
         """The SpringGeometry of the cloth's tension edges, one for the terms on them."""
@@ -159,7 +160,7 @@ class Potential:
     def hessian(self, st, mode):
         """Storage data (or a linalg.Coupled) of hess_scale·∇²Φ at st over the free vertices,
         the matrix mode (terms.base.HessianMode) says."""
-        if mode.projected:  # a linearized step's: what its refits leave is assembled once
+        if mode.projected and self.refitting:  # a linearized step's: what its refits leave is assembled once
             if st.fixed is None:
                 st.fixed = self._assemble(st, mode, Hessian(self), refits=False)
             return self._assemble(st, mode, st.fixed.copy(), refits=True).result()
