@@ -185,7 +185,7 @@ def optimize(args):
                     for f, d in result.keyframes.items()
                 },
                 "max_control_g": result.scene.max_control_acceleration() / operators.G,
-                # keys out of the cloth's reach: the stretch they ask, the nearest pose's distance, colliders entered
+                # keys out of the cloth's reach: the stretch they ask, the nearest pose's distance, colliders entered or slid on
                 "unreachable_keys": {
                     f: {
                         "target": reach.target_of(part, f),
@@ -197,6 +197,10 @@ def optimize(args):
                         "inside": {
                             setup.collider_names[c]: dict(vertices=n, deepest_mm=d * 1e3)
                             for c, (n, d) in r.inside.items()
+                        },
+                        "slides": {
+                            setup.collider_names[c]: dict(vertices=n, farthest_mm=d * 1e3)
+                            for c, (n, d) in r.slides.items()
                         },
                     }
                     for part, f, r in far

@@ -323,7 +323,7 @@ def _draw_result(box, cloth, stored):
             text=f"Frame {frame}: {mean0 * 1e3:.1f} → {mean1 * 1e3:.1f} mm (largest {max0 * 1e3:.1f} → "
             f"{max1 * 1e3:.1f})"
         )
-    for frame, (demand, _, fabric, mean, largest, inside, deepest) in stored.get("unreachable", {}).items():
+    for frame, (demand, _, fabric, mean, largest, inside, deepest, *slid) in stored.get("unreachable", {}).items():
         col = box.column(align=True)
         col.label(text=f"Frame {frame}: out of the cloth's reach", icon="ERROR")
         if largest > 0:
@@ -331,6 +331,8 @@ def _draw_result(box, cloth, stored):
             col.label(text=f"    no closer than ~{mean * 1e3:.1f} mm ({largest * 1e3:.0f} mm at worst)")
         if inside:
             col.label(text=f"    {inside} vertices inside colliders, up to {deepest * 1e3:.0f} mm")
+        if slid and slid[0]:  # (results stored before slides were measured have none)
+            col.label(text=f"    {slid[0]} vertices slide off at rest, up to {slid[1] * 1e3:.0f} mm")
     cs = cloth.diffcloth
     setting = tension_setting(cs)
     for key, name, mine, value in (

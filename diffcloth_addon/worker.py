@@ -64,8 +64,14 @@ def run(core, job, report, cancelled):
     embedding = getattr(loss, "embedding", None)
     render = result.trajectory.x if embedding is None else embedding.apply(result.trajectory.x)
     parts = job.get("parts") or [(0, render.shape[1], job["render_tris"], loss)]
+    # where the scene simulates the keyed mesh itself, a missed key is also placed at rest in it
+    simulated = embedding is None
     reach = [
-        {} if keys is None else core.key_reach(tris, render[:, lo:hi], keys.targets, scene=job["scene"])
+        {}
+        if keys is None
+        else core.key_reach(
+            tris, render[:, lo:hi], keys.targets, scene=result.scene, placed=(render, lo) if simulated else None
+        )
         for lo, hi, tris, keys in parts
     ]
     # positions only: the trajectory's factorizations stay in this process

@@ -89,3 +89,47 @@ def test_a_key_inside_a_collider_is_out_of_reach_and_located(hanging):
     assert np.array_equal(r.vertex_inside, inside) and 0.005 < r.inside[1][1] <= 0.08
     away = scene.replace(colliders=[dc.Sphere(centre + [0, 0, -1.0], 0.08)])
     assert dc.key_reach(tris, x, {20: key}, scene=away)[20].reachable
+
+
+def _on_a_slope(friction, degrees=30.0):
+    """A 10×10 Cotton cloth laid at rest on a plane sloping `degrees` with Coulomb's μ `friction`,
+    the scene, and a motion that misses the key by 0.5 m (the cloth held above it)."""
+    verts, tris = dc.grid(10, 10, size=0.4)
+    a = np.radians(degrees)
+    normal = np.array([0.0, -np.sin(a), np.cos(a)])
+    rot = np.array([[1, 0, 0], [0, np.cos(a), -np.sin(a)], [0, np.sin(a), np.cos(a)]])
+    key = (verts - verts.mean(axis=0)) @ rot.T + 0.006 * normal  # 1 mm beyond the plane's 5 mm
+    cloth = dc.FABRICS["cotton"].cloth(key, tris)
+    plane = dc.Plane((0, 0, 0), normal, friction=friction)
+    scene = dc.Scene(cloth, steps=12, dt=1 / 24, colliders=[plane], contact_thickness=0.005)
+    motion = np.repeat(key[None] + [0.0, 0.0, 0.5], 13, axis=0)
+    return scene, tris, key, motion
+
+
+def test_a_key_resting_where_friction_cannot_hold_it_is_told():
+    """On a 30° slope, μ = 0.2 lets the placed cloth slide (g·(sin − μ·cos)·t²/2 ≈ 10 cm in 0.25 s):
+    every vertex slides, on the plane; μ = 1 holds it; a key the motion reaches, or one resting
+    on nothing, is not placed."""
+    scene, tris, key, motion = _on_a_slope(0.2)
+    r = dc.key_reach(tris, motion, {12: key}, scene=scene, placed=(motion, 0))[12]
+    assert not r.reachable and set(r.slides) == {0} and r.vertex_slides.all()
+    assert r.slides[0][0] == len(key) and 0.05 < r.slides[0][1] < 0.2
+    assert not r.inside and r.closest[1] <= 0.005  # the pose itself is fine: only friction fails
+    held, tris, key, motion = _on_a_slope(1.0)
+    r = dc.key_reach(tris, motion, {12: key}, scene=held, placed=(motion, 0))[12]
+    assert r.reachable and not r.slides and not r.vertex_slides.any()
+    reached = np.repeat(key[None], 13, axis=0)
+    assert dc.key_reach(tris, reached, {12: key}, scene=scene, placed=(reached, 0))[12].reachable
+    lifted = key + [0.0, 0.0, 0.3]
+    assert dc.key_reach(tris, motion, {12: lifted}, scene=scene, placed=(motion, 0))[12].reachable
+
+
+def test_a_placed_key_keeps_the_other_cloths_and_pins_where_the_motion_has_them():
+    """In a scene of two cloths, the keyed one second (first = 100), the key is placed among the
+    scene's motion at its frame: the same answer as alone, whichever pose the scene starts in."""
+    scene, tris, key, motion = _on_a_slope(0.2)
+    other = key + [0.0, 0.0, 1.0]  # the first cloth, held 1 m above the slope at that frame
+    both = scene.replace(cloth=dc.join([scene.cloth, scene.cloth]), x0=np.concatenate([key, key]) + [3.0, 0, 0], v0=0.0)
+    scene_motion = np.concatenate([np.repeat(other[None], 13, axis=0), motion], axis=1)
+    r = dc.key_reach(tris, motion, {12: key}, scene=both, placed=(scene_motion, 100))[12]
+    assert set(r.slides) == {0} and r.slides[0][0] == len(key) and r.vertex_slides.all()

@@ -124,6 +124,10 @@ class Sphere(Collider):
     def motion(self, x, t0, t1, lag):
         return np.broadcast_to(self.at(t1)[0] - self.at(t0)[0], x.shape), np.zeros(x.shape + (3,))
 
+    def frozen(self, t):
+        """This sphere held still as it is at time t."""
+        return Sphere(*self.at(t), self.friction, self.thickness)
+
     def surface(self, t, centre, reach):
         center, radius = self.at(t)
         return center + radius * _UNIT_SPHERE[0], _UNIT_SPHERE[1]
@@ -148,6 +152,10 @@ class Plane(Collider):
         """Point and unit normal at fractional frame t."""
         nrm = _at(self.normal, t)
         return _at(self.point, t), nrm / np.linalg.norm(nrm)
+
+    def frozen(self, t):
+        """This plane held still as it is at time t."""
+        return Plane(*self.at(t), self.friction, self.thickness)
 
     def distance(self, x, t, lag=None):
         """As Sphere.distance; a plane's normal is constant (∇n = 0: None)."""
@@ -248,6 +256,10 @@ class MeshCollider(Collider):
 
     def n_poses(self):
         return 1 if self.vertices.ndim == 2 else len(self.vertices)
+
+    def frozen(self, t):
+        """This mesh held still as it is at time t."""
+        return MeshCollider(self.at(t), self.tris, self.thickness, self.friction, self.one_sided)
 
     def at(self, t):
         return _at(self.vertices, t, static_ndim=2)

@@ -340,9 +340,20 @@ class LaggedFriction:
     def _tangential(self, rel):
         return rel - _dot(rel, self.n)[:, None] * self.n
 
-    def refit(self, y):
-        """Fit a linearized step's quadratic to the slip at y (a first solve's) instead."""
-        self.previous = np.linalg.norm(self._tangential(self.combine(y) - self.anchor), axis=1)
+    def refit(self, y, inertia):
+        """Fit a linearized step's quadratic to the slip at y (a first solve's) instead; where the
+        quadratic's force there exceeds Coulomb's μλ, to that slip plus what the excess moves the
+        contact's own inertia (inertia (n,): m(1 + hc)/h² per vertex, inf where pinned) within
+        the step. Refitting to the slip alone, a contact breaking away from sticking would grow
+        its slip by the ratio of its pull to μλ per solve, and a cloth placed on a slope steeper
+        than its friction would stay put for several frames (10×10 Cotton on a 30° slope, μ 0.2:
+        2 mm in 0.25 s, against 10 cm converged)."""
+        s = np.linalg.norm(self._tangential(self.combine(y) - self.anchor), axis=1)
+        if self.previous is not None:
+            excess = self.mu * self.lam * (s / np.maximum(self.previous, self.eps) - 1.0)
+            mobility = np.sum(self.weights[None, :] ** 2 / inertia[self.stencil], axis=1)  # 1/m per slip
+            s = s + np.maximum(excess, 0.0) * mobility
+        self.previous = s
 
     def at(self, y):
         """The terms at positions y: energy, gradient by the slip (F,3) and Hessian (F,3,3,

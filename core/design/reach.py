@@ -11,6 +11,12 @@ stretched no more than that: the convex problem
 
 solved as a penalty ½μ·Σ max(0, ‖p_i − p_j‖ − (1 + ε)·L_ij)² tightened over a few rounds, each
 minimized by Newton's method (nearest_within). Its distance from the key says how close the cloth can come by stretching as it does.
+
+A key the cloth still misses asks a third thing of it: to rest where it cannot. Placed at rest in
+the key's pose, with the colliders and pins held as they are at its frame and gravity alone
+acting, the cloth resting on a collider should stay; where it slides off (a tablecloth hung
+farther over the edge than friction holds, a cape laid on a slope steeper than its friction), the
+key can be passed through moving at best, never held (`slides`).
 """
 
 from dataclasses import dataclass
@@ -19,14 +25,23 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import spsolve
 
-from ..contact.colliders import depths
+from ..contact.colliders import MeshCollider, depths
 from ..contact.penalty import thickness_of
 from ..model.mesh import edges as mesh_edges
+from ..model.scene import Goals
+from ..solver.integrator import SimulationError
+from ..solver.simulate import simulate
 
 # penalty weights of the rounds: the last leaves the edges within ~10⁻⁵ of the displacement
 PENALTIES = (1e1, 1e3, 1e5)
 NEWTON_ITERATIONS = 30  # a round's Newton steps at most (the active edges settle in a few)
 NEWTON_TOL = 1e-6  # a round ends when the gradient is this small against the largest excess
+# m: a key missed by more than this at its farthest vertex is placed at rest to see whether it holds
+MISSED = 0.01
+# frames the placed cloth is left (0.25 s at 24 fps), and how far (m) a vertex resting on a
+# collider may move in them (settling into its contact) before it counts as sliding off
+RELEASE_FRAMES = 6
+SLIDE = 0.01
 
 
 @dataclass
@@ -41,8 +56,10 @@ class KeyReach:
     in the key exceeds what they may stretch (0 where within: where the key asks too much);
     inside: {collider index: (vertices, deepest in m)} of the colliders the key puts vertices
     inside of, beyond their thickness and the tolerance, and vertex_inside (n,) those vertices;
-    reachable: the nearest pose within the stretch is within the tolerance, and no vertex is
-    inside a collider."""
+    slides: {collider index: (vertices, farthest in m)} of the colliders the cloth placed at rest
+    in the key slides on (a missed key; see key_reach), and vertex_slides (n,) those vertices;
+    reachable: the nearest pose within the stretch is within the tolerance, no vertex is inside
+    a collider and none slides."""
 
     frame: int
     demand: float
@@ -53,6 +70,8 @@ class KeyReach:
     reachable: bool
     inside: dict
     vertex_inside: np.ndarray
+    slides: dict
+    vertex_slides: np.ndarray
 
 
 def edge_strains(x, edges, rest_lengths):
@@ -113,14 +132,18 @@ def nearest_within(target, edges, max_lengths):
     return p
 
 
-def key_reach(tris, motion, targets, tolerance=0.005, scene=None):
+def key_reach(tris, motion, targets, tolerance=0.005, scene=None, placed=None):
     """Per key frame, its KeyReach: tris (T,3) of the mesh, motion (frames+1, n, 3) of the cloth
     simulated from its rest pose at frame 0, targets {frame: (n,3)}, and the scene whose colliders
     the keys must keep out of (None: none). Each edge may stretch as far as it does anywhere in
     the motion, and at least as far as the motion's bulk: the 99th percentile of its edges'
     strains at its most stretched frame (pins and fast swings stretch a few edges far beyond the
     rest). A key is reachable when the nearest pose within that is within `tolerance` (m) of it
-    at every vertex, and it puts no vertex deeper than `tolerance` inside a collider."""
+    at every vertex, it puts no vertex deeper than `tolerance` inside a collider, and the cloth
+    placed at rest in it does not slide: placed (scene motion (frames+1, N, 3), first vertex)
+    says where the cloth's vertices sit among the scene's (the scene simulates this mesh, from
+    `first`), and then a key the motion misses by more than MISSED, and that is otherwise within
+    reach (a stretched or buried pose would move placed anywhere), is placed (place_at_rest)."""
     motion = np.asarray(motion, dtype=np.float64)
     edges, _ = mesh_edges(np.asarray(tris, dtype=np.int64).reshape(-1, 3))
     rest = np.linalg.norm(motion[0][edges[:, 1]] - motion[0][edges[:, 0]], axis=1)
@@ -137,6 +160,11 @@ def key_reach(tris, motion, targets, tolerance=0.005, scene=None):
         if (strain > allowed).any():
             gap = np.linalg.norm(nearest_within(target, edges, (1.0 + allowed) * rest) - target, axis=1)
         inside, vertex_inside = _inside(scene, target, frame, tolerance)
+        slides, vertex_slides = {}, np.zeros(len(target), bool)
+        # a pose the cloth can take (within its stretch, outside the colliders) that it is missed by
+        fits = gap.max() <= tolerance and not inside
+        if placed is not None and fits and np.linalg.norm(motion[frame] - target, axis=1).max() > MISSED:
+            slides, vertex_slides = place_at_rest(scene, placed, target, frame, tolerance)
         out[frame] = KeyReach(
             frame=frame,
             demand=float(strain.max()),
@@ -144,9 +172,11 @@ def key_reach(tris, motion, targets, tolerance=0.005, scene=None):
             fabric=bulk,
             closest=(float(gap.mean()), float(gap.max())),
             vertex_excess=excess,
-            reachable=bool(gap.max() <= tolerance and not inside),
+            reachable=bool(gap.max() <= tolerance and not inside and not slides),
             inside=inside,
             vertex_inside=vertex_inside,
+            slides=slides,
+            vertex_slides=vertex_slides,
         )
     return out
 
@@ -163,3 +193,55 @@ def _inside(scene, x, frame, tolerance):
             found[c] = (int(deep.sum()), float(depth[deep].max()))
             anywhere |= deep
     return found, anywhere
+
+
+def place_at_rest(scene, placed, x, frame, tolerance):
+    """{collider index: (vertices, farthest)} of the colliders that vertices of pose x (n,3),
+    resting on them (within `tolerance` beyond their thickness), slide off within RELEASE_FRAMES
+    when the cloth is placed at rest in x: the rest of the scene as its motion has it at frame
+    (placed: that motion and where x's vertices start among the scene's), colliders, pins and
+    soft pins held still as they are then, gravity alone acting (no fields, forces or wind); and
+    those vertices (n,) bool. Nothing slides where no vertex rests on a collider, or where the
+    placed cloth cannot be simulated."""
+    motion, first = placed
+    cloth = slice(first, first + len(x))
+    pose = np.array(motion[frame], dtype=np.float64)
+    pose[cloth] = x
+    gaps = np.array([g[cloth] for g in _gaps(scene, pose, float(frame))]).reshape(-1, len(x))
+    resting = (gaps <= tolerance).any(axis=0)
+    none = {}, np.zeros(len(x), bool)
+    if not resting.any():
+        return none
+    goals = scene.goals
+    if goals is not None:
+        held = goals.at(scene, frame * scene.substeps)
+        goals = Goals(goals.vertices, goals.stiffness, np.repeat(held[None], RELEASE_FRAMES + 1, axis=0))
+    still = scene.replace(
+        x0=pose,
+        v0=0.0,
+        steps=RELEASE_FRAMES,
+        colliders=[col.frozen(float(frame)) for col in scene.colliders],
+        pin_path=None,
+        goals=goals,
+        forces=None,
+        wind=None,
+        effectors=(),
+    )
+    try:
+        end = simulate(still, keep_factors=False).x[-1, cloth]
+    except SimulationError:
+        return none
+    moved = np.linalg.norm(end - x, axis=1)
+    slid = resting & (moved > SLIDE)
+    on = np.argmin(gaps, axis=0)
+    found = {int(c): (int((slid & (on == c)).sum()), float(moved[slid & (on == c)].max())) for c in np.unique(on[slid])}
+    return found, slid
+
+
+def _gaps(scene, x, t):
+    """Per collider, how far beyond the distance it keeps the points x are at time t (a two-sided
+    mesh's distance unsigned)."""
+    return [
+        (col.signed(x, t) if isinstance(col, MeshCollider) else col.distance(x, t)[0]) - thickness_of(col, scene)
+        for col in scene.colliders
+    ]

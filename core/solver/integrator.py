@@ -96,6 +96,9 @@ class StepModel:
         self.mf = self.m[self.free]
         self.cf = self.c[self.free, None]  # (nf, 1), beside mf[:, None]
         self.mass_diag = (self.mf * (1.0 + self.h * self.c[self.free]))[:, None, None] * np.eye(3)
+        # what holds each vertex against a push within a step, m(1 + hc)/h² (pinned: inf)
+        self.inertia = np.full(self.n, np.inf)
+        self.inertia[self.free] = self.mf * (1.0 + self.h * self.c[self.free]) / self.h**2
         self.mass_data = np.zeros(self.system.size)
         self.system.add_diagonal(self.mass_data, np.arange(len(self.free)), self.mass_diag)
         self.scale = float(np.ptp(cloth.rest, axis=0).max())
@@ -261,7 +264,7 @@ class LinearizedStepper:
             moved = y.copy()
             moved[md.free] += d.reshape(-1, 3)
             for f in friction:
-                f.refit(moved)
+                f.refit(moved, md.inertia)
             pt = md.potential.at(y, s, lag, like=pt)
             b = -(md.h**2) * md.gradient(pt, x, xhat, u).ravel()
             data = md.matrix(pt, projected=True)
