@@ -259,6 +259,19 @@ def optimized_row(cloth, name, side, max_iter, within, move_pins=None):
     row = report(
         name, side, distances, stored["iterations"], stored["reason"], stored["max_control_acceleration"], wall
     )
+    # why a key is out of reach, as the sidebar tells it: stretch asked and the fabric's, the
+    # nearest such pose (mm), vertices inside colliders, vertices that slide off placed at rest
+    row["unreachable"] = {
+        f: dict(
+            stretch_pct=round(v[0] * 100, 1),
+            fabric_pct=round(v[2] * 100, 1),
+            closest_mm=round(v[4] * 1e3, 1),
+            inside=int(v[5]),
+            slide=int(v[7]),
+            farthest_mm=round(v[8] * 1e3),
+        )
+        for f, v in stored["unreachable"].items()
+    }
     return row, stored
 
 
