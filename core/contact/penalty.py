@@ -101,6 +101,9 @@ class StepLag:
                 query.of_pairs(x, pairs) if pairs is not None else query.planes(x, x + h * v + h * h * sc.gravity)
             )
         self.friction = [None] * len(sc.colliders)
+        # where a linearized step that refits friction linearizes the colliders' penalty instead of
+        # at its prediction: the first solve's result (None: at the point evaluated)
+        self.contact_at = None
         free = np.zeros(len(x), bool)
         free[potential.free] = True
         ahead = x + h * v + h * h * sc.gravity  # where free fall takes the vertices
@@ -268,6 +271,15 @@ class Contact:
         self.grad = self.e1[:, None] * self.n
         self.hess_psd = self.e2[:, None, None] * self.n[:, :, None] * self.n[:, None, :]
         self.hess = self.hess_psd + self.e1[:, None, None] * self.curv
+
+    def recentred(self, y):
+        """This contact's quadratic model with its projected Hessian (a linearized step's) at
+        positions y instead: E + E′·n·Δ + ½Δ·E″nnᵀ·Δ, Δ = y − these positions, and its gradient."""
+        step = (y - self.y)[self.active]
+        self.energy += float(np.sum(self.grad * step) + 0.5 * np.sum(step * _mv(self.hess_psd, step)))
+        self.grad = self.grad + _mv(self.hess_psd, step)
+        self.y = y
+        return self
 
     def third(self, a, b):
         """∇ₓ(aᵀ·H̃·b) per active contact (A,3), H̃ = E″·nnᵀ, for a, b at the active vertices."""

@@ -265,6 +265,7 @@ class LinearizedStepper:
             moved[md.free] += d.reshape(-1, 3)
             for f in friction:
                 f.refit(moved, md.inertia)
+            lag.contact_at = moved  # and the colliders' penalty linearized there
             pt = md.potential.at(y, s, lag, like=pt)
             b = -(md.h**2) * md.gradient(pt, x, xhat, u).ravel()
             data = md.matrix(pt, projected=True)
