@@ -24,10 +24,11 @@ them in place with proportional editing. --fixed-pins turns Move Pins off. --cap
 scene through the add-on (a mesh collider, Collision physics), its hem posed at two keys: flared
 out behind the body, and swung along its side. --fold [SIDE ...]: a cloth on a floor with Self
 Collisions through the add-on, a corner stood up and then laid over the rest (16×16, 24×24, 32×32).
+--slide [SIDE ...]: physically consistent keys on resting cloth, a sheet on a table slid across it.
 
     .envs/py313-bpy5.2/bin/python benchmarks/artist_match.py [--sizes 32 64] [--max-iter 100] [--no-addon]
         [--methods auto l-bfgs-b] [--magnitude 1e-6] [--smoothness 1e-4] [--every 0.25] [--poses whole pins-kept]
-        [--fixed-pins] [--within 10] [--cape] [--fold [16 24 32]]
+        [--fixed-pins] [--within 10] [--cape] [--fold [16 24 32]] [--slide [20 32]]
 """
 
 import argparse
@@ -348,6 +349,39 @@ def cape_case(pose, max_iter, within):
         ext.unregister()
 
 
+SLIDE = 0.12  # m: how much farther over the table's edge the slide case's keys lie
+
+
+def slide_case(side, max_iter, within, size=0.5):
+    """Physically consistent keys on resting cloth (issue 40): a side×side sheet (no pins) lying on
+    the table (Collision physics, Friction 30) 2 cm from its edge, keyed at frames 25 and 49 with
+    the motion of the same sheet placed SLIDE farther out (10 cm over the edge, where friction
+    holds it): Simulate & Bake there, New Target at both frames (the converged motion), the sheet
+    put back, the bake cleared; Control Forces, Optimize. The keys are reachable by sliding the
+    sheet across the table."""
+    import bpy
+
+    ext.register()
+    try:
+        cloth, _ = addon_scene(side, table=True)
+        cloth.vertex_groups.clear()
+        cloth.diffcloth.pin_group = ""
+        co = np.array([v.co for v in cloth.data.vertices]) * [size, size, 1.0]
+        cloth.data.vertices.foreach_set("co", co.ravel())
+        cloth.data.update()
+        top = -0.3 + 0.01 + 0.002  # the table's top, its Thickness Outer and 2 mm
+        start = (0.0, 0.15 - size / 2 - 0.02, top)  # the table's +y edge at y = 0.15
+        cloth.location = (start[0], start[1] + SLIDE, start[2])
+        for frame in (25, 49):
+            pose_target(cloth, frame, lambda x: x)
+        cloth.location = start
+        bpy.ops.diffcloth.clear_bake()
+        name = f"{side}x{side} sheet slid {SLIDE * 100:.0f} cm across a table (keys from its simulation)"
+        return optimized_row(cloth, name, side, max_iter, within)[0]
+    finally:
+        ext.unregister()
+
+
 def fold_case(max_iter, within, side=16, size=0.5):
     """A side×side cloth lying on a floor (Role Plane) with Self Collisions on (Distance 10 mm),
     through the add-on: Simulate & Bake, New Target at frames 13 and 25, posed by hand: the corner
@@ -420,6 +454,13 @@ def main():
     ap.add_argument("--preview-poses", action="store_true", help="core cases: the keys posed on the linearized preview")
     ap.add_argument("--cape", action="store_true", help="the add-on case on the cape sample scene (a mesh collider)")
     ap.add_argument(
+        "--slide",
+        type=int,
+        nargs="*",
+        metavar="SIDE",
+        help="consistent keys: a sheet on a table slid across it (default 20)",
+    )
+    ap.add_argument(
         "--fold",
         type=int,
         nargs="*",
@@ -447,6 +488,9 @@ def main():
     if args.cape:
         for pose in CAPE_POSES:
             print(json.dumps(cape_case(pose, args.max_iter, within)), flush=True)
+    if args.slide is not None:
+        for side in args.slide or [20]:
+            print(json.dumps(slide_case(side, args.max_iter, within)), flush=True)
     if args.fold is not None:
         for side in args.fold or [16, 24, 32]:
             print(json.dumps(fold_case(args.max_iter, within, side)), flush=True)
