@@ -271,3 +271,27 @@ def test_the_start_from_the_keys_flies_the_vertices_the_keys_take_off_to_them(pa
     assert (again[:, ~far] == 0).all()
     lifted = np.einsum("j,jni->ni", weights, again - accel)
     assert np.abs(lifted[far] - [0.0, 0.0, 0.02]).max() < 1e-6
+
+
+def test_auto_starts_from_the_keys_where_friction_holds_the_cloth_the_keys_move():
+    """A sheet resting on a floor with friction, keyed where it rests 5 cm to the side: every
+    keyed vertex lies still on the floor, so "auto" skips Gauss–Newton from the start (its model
+    sees sticking friction as a stiff spring) and starts from the keys; without friction, or
+    with a key the sheet is not resting for, it does not."""
+    from diffcloth.core.design.optimize import held_by_friction
+
+    verts, tris = dc.grid(10, 10, 0.3)
+    verts[:, 2] = 0.005
+    floor = dc.Plane((0, 0, 0), (0, 0, 1), friction=0.5)
+    scene = dc.Scene(dc.FABRICS["cotton"].cloth(verts, tris), steps=12, dt=1 / 24, colliders=[floor])
+    base = dc.simulate(scene)
+    loss = dc.KeyframeLoss({12: base.x[12] + [0.05, 0.0, 0.0]})
+    assert held_by_friction(scene, loss, base.x) > 0.99
+    assert held_by_friction(scene.replace(colliders=[floor.replace(friction=0.0)]), loss, base.x) == 0.0
+    lifted = dc.KeyframeLoss({12: base.x[12] + [0.0, 0.0, 0.05]})
+    assert held_by_friction(scene, lifted, base.x) > 0.99  # lifting it off asks the resting vertices too
+    controls = [dc.KeyedForces(every=0.25, magnitude=dc.weight_for_distance(1.5e-4), move_pins=False)]
+    auto = dc.optimize(scene, loss, controls, max_iter=8, guess=base.step_x)
+    start = loss.distances(base.x)[12][0]
+    assert auto.method == "gauss-newton, again from the keys"
+    assert loss.distances(auto.trajectory.x)[12][0] < 0.2 * start, (start, loss.distances(auto.trajectory.x))

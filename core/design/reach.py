@@ -207,8 +207,8 @@ def place_at_rest(scene, placed, x, frame, tolerance):
     cloth = slice(first, first + len(x))
     pose = np.array(motion[frame], dtype=np.float64)
     pose[cloth] = x
-    gaps = np.array([g[cloth] for g in _gaps(scene, pose, float(frame))]).reshape(-1, len(x))
-    resting = (gaps <= tolerance).any(axis=0)
+    gap = np.array([g[cloth] for g in gaps(scene, pose, float(frame))]).reshape(-1, len(x))
+    resting = (gap <= tolerance).any(axis=0)
     none = {}, np.zeros(len(x), bool)
     if not resting.any():
         return none
@@ -233,12 +233,12 @@ def place_at_rest(scene, placed, x, frame, tolerance):
         return none
     moved = np.linalg.norm(end - x, axis=1)
     slid = resting & (moved > SLIDE)
-    on = np.argmin(gaps, axis=0)
+    on = np.argmin(gap, axis=0)
     found = {int(c): (int((slid & (on == c)).sum()), float(moved[slid & (on == c)].max())) for c in np.unique(on[slid])}
     return found, slid
 
 
-def _gaps(scene, x, t):
+def gaps(scene, x, t):
     """Per collider, how far beyond the distance it keeps the points x are at time t (a two-sided
     mesh's distance unsigned)."""
     return [
