@@ -36,7 +36,8 @@ class Term:
 
     fields = ()  # the design fields (core.model.fields) whose derivatives it gives
     # whether its quantities follow what a step refits of its lag at the same positions (friction's
-    # slip, the self-contact pairs): a refitted State evaluates only such terms again
+    # slip, the self-contact pairs, where the colliders' penalty is linearized): a refitted State
+    # evaluates only such terms again
     refits = False
 
     @classmethod
