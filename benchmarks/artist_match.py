@@ -372,6 +372,7 @@ def slide_case(side, max_iter, within, size=0.5):
         top = -0.3 + 0.01 + 0.002  # the table's top, its Thickness Outer and 2 mm
         start = (0.0, 0.15 - size / 2 - 0.02, top)  # the table's +y edge at y = 0.15
         cloth.location = (start[0], start[1] + SLIDE, start[2])
+        assert bpy.ops.diffcloth.simulate() == {"FINISHED"}  # New Target bakes it again converged
         for frame in (25, 49):
             pose_target(cloth, frame, lambda x: x)
         cloth.location = start

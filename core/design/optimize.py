@@ -14,7 +14,7 @@ from ..solver.integrator import SimulationError
 from ..solver.simulate import simulate
 from . import gauss_newton
 from .params import Acceleration, Design
-from .reach import gaps
+from .reach import friction_under
 
 METHODS = ("auto", "gauss-newton", "l-bfgs-b")
 
@@ -305,21 +305,18 @@ def optimize(
 # from the keys reached both keys in three iterations)
 HELD_SHARE = 0.5
 STILL = 1e-3  # m a frame: a vertex that moves less rests
-TOUCHING = 2e-3  # m beyond a collider's thickness: a vertex that is nearer lies on it
 
 
 def held_by_friction(scene, loss, motion):
     """The share of the distance between the motion (frames+1, n, 3) and the loss's position keys,
     summed over them, that falls on vertices lying still on a collider with friction."""
-    rough = np.array([col.friction > 0 for col in scene.colliders])
     held = asked = 0.0
     for f, target in (getattr(loss, "targets", None) or {}).items():
-        if not rough.any() or not 0 < f < len(motion) or target.shape != motion[f].shape:
+        if not 0 < f < len(motion) or target.shape != motion[f].shape:
             continue
         far = np.linalg.norm(motion[f] - target, axis=1)
         still = np.linalg.norm(motion[f] - motion[f - 1], axis=1) < STILL
-        touching = (np.array(gaps(scene, motion[f], float(f)))[rough] < TOUCHING).any(axis=0)
-        held += float(far[still & touching].sum())
+        held += float(far[still & (friction_under(scene, motion[f], float(f)) > 0)].sum())
         asked += float(far.sum())
     return held / asked if asked > 0 else 0.0
 

@@ -245,3 +245,17 @@ def gaps(scene, x, t):
         (col.signed(x, t) if isinstance(col, MeshCollider) else col.distance(x, t)[0]) - thickness_of(col, scene)
         for col in scene.colliders
     ]
+
+
+# m beyond a collider's thickness: a vertex nearer than this lies on it
+TOUCHING = 2e-3
+
+
+def friction_under(scene, x, t):
+    """Per point of x (n,3) at time t, Coulomb's μ of the collider it lies on (within TOUCHING of
+    its thickness; the largest where several), 0 where it lies on none with friction."""
+    out = np.zeros(len(x))
+    for col, gap in zip(scene.colliders, gaps(scene, x, t)):
+        if col.friction > 0:
+            out = np.where(gap < TOUCHING, np.maximum(out, col.friction), out)
+    return out
