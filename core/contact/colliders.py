@@ -75,6 +75,11 @@ class Collider:
         """Per-step data the distance needs (a mesh's planes), or None."""
         return None
 
+    def signed(self, x, t):
+        """The distance of points x from the surface at time t, negative inside (a mesh: see
+        MeshCollider.signed)."""
+        return self.distance(x, t)[0]
+
     def kept_distance(self, default):
         """The distance kept from the surface: its own thickness, else the scene's."""
         return default if self.thickness is None else self.thickness
@@ -458,13 +463,8 @@ def _edge_slots(tris):
 def depths(colliders, x, t):
     """Per collider, the signed distance of the points x from it at time t where it has an
     inside (behind a plane, inside a sphere or a one-sided mesh; +inf for a two-sided mesh)."""
-    out = []
-    for col in colliders:
-        if isinstance(col, MeshCollider):
-            out.append(col.signed(x, t) if col.one_sided else np.full(len(x), np.inf))
-        else:
-            out.append(col.distance(x, t)[0])
-    return out
+    two_sided = [isinstance(col, MeshCollider) and not col.one_sided for col in colliders]
+    return [np.full(len(x), np.inf) if two else col.signed(x, t) for col, two in zip(colliders, two_sided)]
 
 
 def inside_at_start(colliders, x0, tol):

@@ -201,7 +201,8 @@ def _checked(scene, loss, params, within):
 
 
 def _rescue(design, loss, run, motion, reason, max_iter, tolerances):
-    """Where Gauss–Newton stalled: the method the run ends with and its stopping reason."""
+    """Where Gauss–Newton stalled (reason None: where it was not run from the start): the method
+    the run ends with and its stopping reason."""
     gtol, ftol, rtol = tolerances
     method = "gauss-newton"
     if _stalled(run, reason, max_iter):
@@ -287,7 +288,7 @@ def optimize(
                 elif automatic and held_by_friction(design.base, loss, motion) > HELD_SHARE:
                     # from the start its model sees sticking friction as a stiff spring, and its
                     # steps fling the cloth: straight to the start from the keys
-                    method, reason = _rescue(design, loss, run, motion, "converged", max_iter, (gtol, ftol, rtol))
+                    method, reason = _rescue(design, loss, run, motion, None, max_iter, (gtol, ftol, rtol))
                 else:
                     reason = gauss_newton.minimize(design, loss, point, run, max_iter, gtol, rtol)
                     if automatic:
@@ -322,10 +323,10 @@ def held_by_friction(scene, loss, motion):
 
 
 def _stalled(run, reason, max_iter):
-    """Whether Gauss–Newton stopped on its own (converged, or no further progress) with iterations
-    left, having lowered the loss by less than half: then "auto" starts it again from the keys,
-    or goes on with L-BFGS-B from the best design."""
-    own = reason == "converged" or reason.startswith("no further progress")
+    """Whether Gauss–Newton stopped on its own (converged, or no further progress; reason None: it
+    was not run from the start) with iterations left, having lowered the loss by less than half:
+    then "auto" starts it again from the keys, or goes on with L-BFGS-B from the best design."""
+    own = reason is None or reason == "converged" or reason.startswith("no further progress")
     return own and len(run.history) < max_iter and run.loss > 0.5 * run.initial_loss
 
 

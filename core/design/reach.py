@@ -25,7 +25,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import spsolve
 
-from ..contact.colliders import MeshCollider, depths
+from ..contact.colliders import depths
 from ..contact.penalty import thickness_of
 from ..model.mesh import edges as mesh_edges
 from ..model.scene import Goals
@@ -241,10 +241,7 @@ def place_at_rest(scene, placed, x, frame, tolerance):
 def gaps(scene, x, t):
     """Per collider, how far beyond the distance it keeps the points x are at time t (a two-sided
     mesh's distance unsigned)."""
-    return [
-        (col.signed(x, t) if isinstance(col, MeshCollider) else col.distance(x, t)[0]) - thickness_of(col, scene)
-        for col in scene.colliders
-    ]
+    return [col.signed(x, t) - thickness_of(col, scene) for col in scene.colliders]
 
 
 # m beyond a collider's thickness: a vertex nearer than this lies on it

@@ -98,7 +98,7 @@ class StepModel:
         self.mass_diag = (self.mf * (1.0 + self.h * self.c[self.free]))[:, None, None] * np.eye(3)
         # what holds each vertex against a push within a step, m(1 + hc)/h² (pinned: inf)
         self.inertia = np.full(self.n, np.inf)
-        self.inertia[self.free] = self.mf * (1.0 + self.h * self.c[self.free]) / self.h**2
+        self.inertia[self.free] = self.mass_diag[:, 0, 0] / self.h**2
         self.mass_data = np.zeros(self.system.size)
         self.system.add_diagonal(self.mass_data, np.arange(len(self.free)), self.mass_diag)
         self.scale = float(np.ptp(cloth.rest, axis=0).max())
