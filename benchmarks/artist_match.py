@@ -24,11 +24,12 @@ them in place with proportional editing. --fixed-pins turns Move Pins off. --cap
 scene through the add-on (a mesh collider, Collision physics), its hem posed at two keys: flared
 out behind the body, and swung along its side. --fold [SIDE ...]: a cloth on a floor with Self
 Collisions through the add-on, a corner stood up and then laid over the rest (16×16, 24×24, 32×32).
---slide [SIDE ...]: physically consistent keys on resting cloth, a sheet on a table slid across it.
+--slide [SIDE ...]: physically consistent keys on resting cloth, a sheet on a table slid across it;
+--slide-friction [SIDE ...]: the same sheet sliding off the table, the colliders' Friction the design.
 
     .envs/py313-bpy5.2/bin/python benchmarks/artist_match.py [--sizes 32 64] [--max-iter 100] [--no-addon]
         [--methods auto l-bfgs-b] [--magnitude 1e-6] [--smoothness 1e-4] [--every 0.25] [--poses whole pins-kept]
-        [--fixed-pins] [--within 10] [--cape] [--fold [16 24 32]] [--slide [20 32]]
+        [--fixed-pins] [--within 10] [--cape] [--fold [16 24 32]] [--slide [20 32]] [--slide-friction [20]]
 """
 
 import argparse
@@ -211,6 +212,7 @@ def addon_scene(side, table=False):
     if table:  # a 1.2 m table whose top is 30 cm under the cloth, its +y edge under the pins' side
         bpy.ops.mesh.primitive_cube_add(size=1.0, location=(0.0, -0.35, -0.8))
         desk = bpy.context.active_object
+        desk.name = "Table"
         desk.scale = (1.2, 1.0, 1.0)
         desk.modifiers.new("Collision", "COLLISION")
         desk.collision.cloth_friction, desk.collision.thickness_outer = 30.0, 0.01
@@ -240,15 +242,17 @@ def pose_target(cloth, frame, edit):
     target.data.update()
 
 
-def optimized_row(cloth, name, side, max_iter, within, move_pins=None):
-    """The add-on's Optimize from frame 1 with Control Forces (no stiffness), Max Iterations, Stop
-    Within and (unless None) Move Pins set: the row (report) and the result stored on the cloth."""
+def optimized_row(cloth, name, side, max_iter, within, move_pins=None, friction=False):
+    """The add-on's Optimize from frame 1 with Control Forces (no stiffness; friction: the colliders'
+    Friction instead), Max Iterations, Stop Within and (unless None) Move Pins set: the row (report)
+    and the result stored on the cloth."""
     import bpy
 
     s = bpy.context.scene
     s.frame_set(1)
     d = s.diffcloth
-    d.opt_tension, d.opt_forces, d.max_iterations, d.stop_within = False, True, max_iter, within or 0.0
+    d.opt_tension, d.opt_forces, d.opt_friction = False, not friction, friction
+    d.max_iterations, d.stop_within = max_iter, within or 0.0
     if move_pins is not None:
         d.force_move_pins = move_pins
     bpy.context.view_layer.objects.active = cloth
@@ -273,6 +277,8 @@ def optimized_row(cloth, name, side, max_iter, within, move_pins=None):
         )
         for f, v in stored["unreachable"].items()
     }
+    if friction:
+        row["friction_scale"] = round(stored.get("friction_scale", 1.0), 4)
     return row, stored
 
 
@@ -352,13 +358,15 @@ def cape_case(pose, max_iter, within):
 SLIDE = 0.12  # m: how much farther over the table's edge the slide case's keys lie
 
 
-def slide_case(side, max_iter, within, size=0.5):
-    """Physically consistent keys on resting cloth (issue 40): a side×side sheet (no pins) lying on
+def slide_case(side, max_iter, within, size=0.5, friction=None):
+    """Physically consistent keys on resting cloth: a side×side sheet (no pins) lying on
     the table (Collision physics, Friction 30) 2 cm from its edge, keyed at frames 25 and 49 with
     the motion of the same sheet placed SLIDE farther out (10 cm over the edge, where friction
     holds it): Simulate & Bake there, New Target at both frames (the converged motion), the sheet
     put back, the bake cleared; Control Forces, Optimize. The keys are reachable by sliding the
-    sheet across the table."""
+    sheet across the table. friction (a Friction): the sheet placed 20 cm over the edge, where it
+    slides off at Friction 30, keyed with that motion and started at this Friction; Optimize varies
+    the Friction alone (What May Change › Friction)."""
     import bpy
 
     ext.register()
@@ -371,12 +379,19 @@ def slide_case(side, max_iter, within, size=0.5):
         cloth.data.update()
         top = -0.3 + 0.01 + 0.002  # the table's top, its Thickness Outer and 2 mm
         start = (0.0, 0.15 - size / 2 - 0.02, top)  # the table's +y edge at y = 0.15
-        cloth.location = (start[0], start[1] + SLIDE, start[2])
+        over = 0.22 if friction is not None else SLIDE  # 20 cm over the edge, else 10 cm
+        cloth.location = (start[0], start[1] + over, start[2])
         assert bpy.ops.diffcloth.simulate() == {"FINISHED"}  # New Target bakes it again converged
         for frame in (25, 49):
             pose_target(cloth, frame, lambda x: x)
-        cloth.location = start
         bpy.ops.diffcloth.clear_bake()
+        if friction is not None:
+            bpy.data.objects["Table"].collision.cloth_friction = friction
+            name = (
+                f"{side}x{side} sheet sliding off a table at Friction 30, from Friction {friction:g} (Friction alone)"
+            )
+            return optimized_row(cloth, name, side, max_iter, within, friction=True)[0]
+        cloth.location = start
         name = f"{side}x{side} sheet slid {SLIDE * 100:.0f} cm across a table (keys from its simulation)"
         return optimized_row(cloth, name, side, max_iter, within)[0]
     finally:
@@ -462,6 +477,13 @@ def main():
         help="consistent keys: a sheet on a table slid across it (default 20)",
     )
     ap.add_argument(
+        "--slide-friction",
+        type=int,
+        nargs="*",
+        metavar="SIDE",
+        help="a sheet sliding off a table keyed at Friction 30, started at 15, Friction alone optimized (default 20)",
+    )
+    ap.add_argument(
         "--fold",
         type=int,
         nargs="*",
@@ -492,6 +514,9 @@ def main():
     if args.slide is not None:
         for side in args.slide or [20]:
             print(json.dumps(slide_case(side, args.max_iter, within)), flush=True)
+    if args.slide_friction is not None:
+        for side in args.slide_friction or [20]:
+            print(json.dumps(slide_case(side, args.max_iter, within, friction=15.0)), flush=True)
     if args.fold is not None:
         for side in args.fold or [16, 24, 32]:
             print(json.dumps(fold_case(args.max_iter, within, side)), flush=True)

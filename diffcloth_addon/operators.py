@@ -8,6 +8,7 @@ from bpy.props import StringProperty
 
 from .. import core as dc
 from . import bake, convert, proxy, reach, runner, together
+from .colliders import collision_objects
 from .errors import InputError
 from .reading import ModifiersOff, find_cloth, frame_range, not_ready, stack_place
 from .results import (
@@ -87,7 +88,7 @@ def finish(context, setup, run):
             raise InputError(f"cloth '{part.cloth_name}': {err}; nothing more was written") from None
         store_motion(part, motion.step_x, setup.solver)
         if setup.kind == "optimize":
-            store_result(part, result)
+            store_result(part, result, [p.cloth_name for p in setup.parts or ()])
             reach.mark_targets(part, result, context.scene.objects)
     context.scene.frame_set(context.scene.frame_current)
     return run.result
@@ -360,41 +361,83 @@ class DIFFCLOTH_OT_clear_bake(_OnCloth):
 
 class DIFFCLOTH_OT_apply_result(_OnCloth):
     """Make the optimized stiffness the cloth's own Stretch (or Tension) and Bending settings (and the
-    Wind Fields' optimized strength its Field Weights › Wind)"""
+    Wind Fields' optimized strength its Field Weights › Wind, the optimized friction the colliders')"""
 
     bl_idname = "diffcloth.apply_result"
     bl_label = "Apply Optimized Stiffness"
 
     def run(self, context, obj):
-        stored = obj.get(RESULT_KEY)
-        if not stored:
+        if not obj.get(RESULT_KEY):
             return _fail(self, f"cloth '{obj.name}' has no stored optimization")
-        tension, bending = setting_result(stored, "k_tension"), setting_result(stored, "k_bending")
-        if "wind_scale" in stored.keys():  # the Wind Fields' factor, now the cloth's Field Weights › Wind
-            obj.diffcloth.wind_weight *= stored["wind_scale"]
-            del stored["wind_scale"]
-        if tension is None and bending is None:
-            return _fail(
-                self,
-                f"the optimized stiffness of '{obj.name}' varies per spring: no single setting holds "
-                "it (Simulate uses it from the stored result)",
+        # cloths optimized together share the run's design (and must share Field Weights): all of them
+        names = list(obj[RESULT_KEY].get("run", ())) or [obj.name]
+        cloths = [c for c in map(context.scene.objects.get, names) if c is not None and c.get(RESULT_KEY)]
+        applied = [
+            (c, setting_result(c[RESULT_KEY], "k_tension"), setting_result(c[RESULT_KEY], "k_bending")) for c in cloths
+        ]
+        for cloth, tension, bending in applied:  # all checked before anything changes
+            if tension is None and bending is None:
+                return _fail(
+                    self,
+                    f"the optimized stiffness of '{cloth.name}' varies per spring: no single setting holds "
+                    "it (Simulate uses it from the stored result)",
+                )
+        # the colliders are the scene's, shared by the run: their friction is scaled once
+        scale = obj[RESULT_KEY].get("friction_scale")
+        frictions = [] if scale is None else _frictions(context.scene, cloths)
+        for owner, key in frictions:
+            if getattr(owner, key) * scale > owner.bl_rna.properties[key].hard_max:
+                return _fail(
+                    self,
+                    f"the optimized friction of '{owner.id_data.name}' ({getattr(owner, key) * scale:.4g}) is above "
+                    f"Blender's largest Friction, {owner.bl_rna.properties[key].hard_max:g}",
+                )
+        for owner, key in frictions:
+            setattr(owner, key, getattr(owner, key) * scale)
+        for cloth, tension, bending in applied:
+            _apply(cloth, cloth[RESULT_KEY], tension, bending)
+        self.report(
+            {"INFO"},
+            "; ".join(
+                f"'{c.name}': {tension_setting(c.diffcloth)} {getattr(c.diffcloth, tension_setting(c.diffcloth)):.4g}, "
+                f"bending {c.diffcloth.bending:.4g}"
+                for c, _, _ in applied
             )
-        cs, setting = obj.diffcloth, tension_setting(obj.diffcloth)
-        if tension is not None:
-            # Compression and Shear of their own, and the Property Weights' Max, scale with it, as
-            # the optimization scaled them
-            ratio = tension / getattr(cs, setting)
-            for key in OWN_STIFFNESS if setting == "stretch" else ():
-                if getattr(cs, "use_" + key):
-                    setattr(cs, key, getattr(cs, key) * ratio)
-            for key in ("tension_max", "compression_max", "shear_max"):
-                setattr(cs, key, getattr(cs, key) * ratio)
-            setattr(cs, setting, tension)
-        if bending is not None:
-            cs.bending_max *= bending / cs.bending
-            cs.bending = bending
-        self.report({"INFO"}, f"'{obj.name}': {setting} {getattr(cs, setting):.4g}, bending {cs.bending:.4g}")
+            + ("" if scale is None else f"; the colliders' Friction {scale:.3g}×"),
+        )
         return {"FINISHED"}
+
+
+def _frictions(scene, cloths):
+    """(settings, property) of every collider of the cloths' run that has friction: a Sphere's or
+    Plane's, a mesh's Collision physics'."""
+    return [(o.diffcloth, "friction") for o in scene.objects if o.diffcloth.role in ("SPHERE", "PLANE")] + [
+        (o.collision, "cloth_friction") for o in collision_objects(scene, cloths)
+    ]
+
+
+def _apply(obj, stored, tension, bending):
+    """Make a cloth's stored optimized stiffness (tension, bending: None where not one setting) and
+    wind factor its own settings."""
+    if "wind_scale" in stored.keys():  # the Wind Fields' factor, now the cloth's Field Weights › Wind
+        obj.diffcloth.wind_weight *= stored["wind_scale"]
+        del stored["wind_scale"]
+    if "friction_scale" in stored.keys():  # now the colliders' own (applied once for the run)
+        del stored["friction_scale"]
+    cs, setting = obj.diffcloth, tension_setting(obj.diffcloth)
+    if tension is not None:
+        # Compression and Shear of their own, and the Property Weights' Max, scale with it, as
+        # the optimization scaled them
+        ratio = tension / getattr(cs, setting)
+        for key in OWN_STIFFNESS if setting == "stretch" else ():
+            if getattr(cs, "use_" + key):
+                setattr(cs, key, getattr(cs, key) * ratio)
+        for key in ("tension_max", "compression_max", "shear_max"):
+            setattr(cs, key, getattr(cs, key) * ratio)
+        setattr(cs, setting, tension)
+    if bending is not None:
+        cs.bending_max *= bending / cs.bending
+        cs.bending = bending
 
 
 class DIFFCLOTH_OT_discard_result(_OnCloth):
@@ -436,7 +479,7 @@ class DIFFCLOTH_OT_fabric_preset(_OnCloth):
 
 
 class DIFFCLOTH_OT_new_target(_OnCloth):
-    """Copy the cloth as it looks at the current frame into a new Target, keyed at this frame, ready to pose (a quick preview bake is first baked again with Optimize's converged steps)"""
+    """Copy the cloth as it looks at the current frame into a new Target, keyed at this frame, ready to pose (a cloth without a bake, or with a quick preview's, is first baked with Optimize's converged steps)"""
 
     bl_idname = "diffcloth.new_target"
     bl_label = "New Target from Cloth"
@@ -455,17 +498,23 @@ class DIFFCLOTH_OT_new_target(_OnCloth):
                 f"frame {frame} is {where}: a target of '{cloth.name}' keyed there would not count; "
                 "go to a frame after the start, within the range",
             )
-        if baked_solver(cloth) not in (None, OPTIMIZE_SOLVER):
+        solver = baked_solver(cloth)
+        if solver != OPTIMIZE_SOLVER:
             # Optimize converges every step, and a quick preview's motion differs from that by a
-            # few cm where stiff cloth buckles: keys posed on it are out of Optimize's reach
+            # few cm where stiff cloth buckles: keys posed on it are out of Optimize's reach; with
+            # no bake at all the copy would be the cloth as modelled, not where it is at this frame
             run = "" if len(convert.run_cloths(context.scene, None, cloth)) > 1 else cloth.name  # together: all
             if not bpy.app.background and context.window is not None:
                 bpy.ops.diffcloth.simulate("INVOKE_DEFAULT", cloth=run, converged=True)
+                why = (
+                    "it has no bake yet"
+                    if solver is None
+                    else "with every step converged; it differs from the quick preview by a few cm"
+                )
                 self.report(
                     {"INFO"},
-                    f"Baking the motion Optimize starts from ('{cloth.name}' with every step converged; "
-                    "it differs from the quick preview by a few cm): press New Target from Cloth again "
-                    "when it is done",
+                    f"Baking the motion Optimize starts from ('{cloth.name}': {why}): press New Target from "
+                    "Cloth again when it is done",
                 )
                 return {"CANCELLED"}
             if bpy.ops.diffcloth.simulate(cloth=run, converged=True) != {"FINISHED"}:

@@ -369,6 +369,12 @@ class DiffClothSceneSettings(bpy.types.PropertyGroup):
         "direction kept (Apply: a factor on the cloth's Field Weights › Wind)",
         default=False,
     )
+    opt_friction: BoolProperty(
+        name="Friction",
+        description="How much the cloth slides: one factor on the Friction of every collider that has "
+        "some, their proportions kept (Apply: the colliders' Friction)",
+        default=False,
+    )
     force_basis: EnumProperty(
         name="Force Basis",
         description="How control forces may vary in time",

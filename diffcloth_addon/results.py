@@ -65,6 +65,8 @@ def apply_stored_result(setup):
         changes["pin_path"] = sc.pin_frames + offset.reshape(steps + 1, -1, 3)
     if stored and "wind_scale" in stored.keys() and sc.wind is not None:
         changes["wind"] = stored["wind_scale"] * sc.wind
+    if stored and "friction_scale" in stored.keys():
+        changes["colliders"] = [c.replace(friction=stored["friction_scale"] * c.friction) for c in sc.colliders]
     if stored and changes:  # the optimized motion is reproduced by the solver that found it
         changes["solver"] = stored.get("solver", OPTIMIZE_SOLVER)
     # what no longer fits the mesh, pins or frames and would have made a difference is named
@@ -153,10 +155,10 @@ def baked_solver(cloth):
     return cloth.get(MOTION_SOLVER_KEY)
 
 
-def store_result(setup, result):
+def store_result(setup, result, run=()):
     """Keep the optimized design on the cloth, apart from the artist's settings (Apply copies the
     stiffness over): arrays as Blender's compact arrays, saved in the .blend (per-frame ones in
-    float32)."""
+    float32). run: the names of the cloths optimized together with it, itself included."""
     sc = result.scene
     stored = {
         "k_tension": sc.cloth.k_tension,
@@ -174,12 +176,17 @@ def store_result(setup, result):
         # the design is the cloth's own though it has a simulation mesh (Refine)
         "refined": setup.embedding is None and proxy.wanted(setup.cloth_obj.diffcloth),
     }
+    if run:  # Apply makes the shared design every one of their own
+        stored["run"] = list(run)
     if sc.cloth.own_compression is not None:
         stored["k_compression"] = sc.cloth.own_compression
     if sc.forces is not None:
         stored["forces"] = per_frame_array(sc.forces)
     if sc.wind is not None and np.any(setup.scene.wind):  # Wind Fields: the factor on their strength
         stored["wind_scale"] = float(np.sum(sc.wind * setup.scene.wind) / np.sum(setup.scene.wind**2))
+    mu = np.array([c.friction for c in setup.scene.colliders])
+    if np.any(mu) and not np.allclose([c.friction for c in sc.colliders], mu):  # Friction: the factor on them
+        stored["friction_scale"] = float(np.dot([c.friction for c in sc.colliders], mu) / np.dot(mu, mu))
     if sc.pin_path is not None:  # moved pins, as offsets from the cloth object's own path
         offset = sc.pin_path - setup.scene.pin_frames
         if np.any(offset):

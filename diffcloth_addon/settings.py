@@ -202,6 +202,15 @@ def params_from_settings(settings, setup):
                 "Factor other than 1, is simulated as it is, not optimized)"
             )
         params.append(dc.WindStrength())
+    if settings.opt_friction:
+        friction = dc.FrictionScale()
+        try:
+            friction.initial(setup.scene)
+        except ValueError:
+            raise InputError(
+                "Friction: no collider has Friction above 0 to scale (give the colliders the cloth slides on some)"
+            ) from None
+        params.append(friction)
     if not params:
         raise InputError("nothing to optimize: tick at least one quantity under 'Optimize'")
     return params

@@ -352,6 +352,8 @@ def _draw_result(box, cloth, stored):
         box.label(text=f"Pins moved (Move Pins): up to {moved * 100:.1f} cm")
     if "wind_scale" in stored.keys():
         box.label(text=f"Wind fields: {stored['wind_scale']:.3g}× as strong")
+    if "friction_scale" in stored.keys():
+        box.label(text=f"Colliders' friction: {stored['friction_scale']:.3g}×")
     row = box.row(align=True)
     row.operator("diffcloth.apply_result")
     row.operator("diffcloth.discard_result")
@@ -373,6 +375,7 @@ class DIFFCLOTH_PT_optimize(_Sidebar):
             "opt_forces",
             "opt_wind",
             "opt_wind_fields",
+            "opt_friction",
         ):
             col.prop(settings, name)
         if settings.opt_forces:

@@ -263,6 +263,21 @@ def test_friction_is_an_optimizable_design_parameter():
     assert result.params["friction"] == pytest.approx(0.35, rel=1e-3)
 
 
+def test_friction_scale_has_exact_gradients_and_is_recovered():
+    """FrictionScale, one factor on every collider's μ (the add-on's Friction): dL/dθ by central
+    differences, and the slope's μ 0.35 recovered from 0.2 (a factor 1.75) by where the patch is."""
+    truth = slope_scene(0.35, frames=24)
+    loss = dc.KeyframeLoss({24: dc.simulate(truth).x[24]})
+    start = truth.replace(colliders=[truth.colliders[0].replace(friction=0.2)])
+    check = dc.check_gradient(start, loss, [dc.FrictionScale()], eps=1e-6, components=[0])
+    assert abs(check[0]["numeric"]) > 1e-6 and check[0]["rel_error"] < 1e-5, check
+    result = dc.optimize(start, loss, [dc.FrictionScale()], max_iter=20)
+    assert result.params["friction_scale"] == pytest.approx(1.75, rel=1e-3)
+    frictionless = start.replace(colliders=[start.colliders[0].replace(friction=0.0)])
+    with pytest.raises(ValueError, match="no collider has friction"):
+        dc.optimize(frictionless, loss, [dc.FrictionScale()])
+
+
 def test_friction_costs_newton_few_iterations():
     """The artist scene at 24×24 draped over a mesh sphere with converged steps (Optimize's): with
     friction (μ 0.5) Newton needs at most 1.5× the iterations per step it needs without."""

@@ -7,7 +7,7 @@ import pytest
 
 bpy = pytest.importorskip("bpy")
 
-from test_addon import evaluated, grid_cloth  # noqa: E402
+from test_addon import draw_all, evaluated, grid_cloth, target_from_simulation  # noqa: E402
 from test_careless_input import refused  # noqa: E402
 
 
@@ -187,3 +187,48 @@ def test_friction_on_a_slope_as_blenders_setting_reads(blank, friction, slides):
         assert acceleration == pytest.approx(9.81 * (0.5 - 0.3 * math.cos(math.radians(30))), rel=0.05)
     else:
         assert abs(centre[-1] - centre[12]) < 0.01
+
+
+def test_optimize_finds_how_much_friction_holds_the_cloth(blank):
+    """Friction under What May Change: a patch keyed where it slid on a slope of Friction 40 starts
+    on the slope at Friction 20; Optimize finds the factor 2, the sidebar shows it, Simulate &
+    Bake reproduces it, and Apply makes it the slope's Friction."""
+    scene = blank.scene
+    slope = collision_slope(scene, 40.0)
+    scene.frame_end = 13
+    cloth = grid_cloth(fabric=True, pins=False, n=5, size=0.1)
+    cloth.rotation_euler = (math.radians(30), 0, 0)
+    cloth.location = np.array(slope.matrix_world.to_3x3().col[2]) * 0.0055
+    blank.view_layer.objects.active = cloth
+    target = target_from_simulation(blank, 13)
+    slope.collision.cloth_friction = 20.0
+    settings = scene.diffcloth
+    settings.opt_tension, settings.opt_friction, settings.max_iterations = False, True, 20
+    assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
+    stored = cloth["diffcloth_result"]
+    assert stored["friction_scale"] == pytest.approx(2.0, rel=1e-3)
+    assert stored["keyframes"]["13"][2] < 1e-4 < stored["keyframes"]["13"][0]
+    labels = []
+    draw_all(blank, labels)
+    assert "Colliders' friction: 2×" in labels, labels
+    scene.frame_set(13)
+    optimized = evaluated(cloth)
+    assert np.abs(optimized - evaluated(target)).max() < 1e-3
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    scene.frame_set(13)
+    assert np.abs(evaluated(cloth) - optimized).max() < 1e-3
+    assert slope.collision.cloth_friction == 20.0  # kept apart until applied
+    assert bpy.ops.diffcloth.apply_result() == {"FINISHED"}
+    assert slope.collision.cloth_friction == pytest.approx(40.0, rel=1e-3)
+    assert "friction_scale" not in cloth["diffcloth_result"]
+
+
+def test_friction_with_no_collider_that_has_some_is_named(blank):
+    """Friction ticked where no collider has friction: named, nothing run."""
+    scene = blank.scene
+    scene.frame_start, scene.frame_end = 1, 6
+    collision_slope(scene, 0.0)
+    grid_cloth(fabric=True, pins=False, n=4, size=0.1, location=(0.0, 0.0, 0.5))
+    target_from_simulation(blank, 6)
+    scene.diffcloth.opt_friction = True
+    refused(blank, bpy.ops.diffcloth.optimize, "Friction: no collider has Friction above 0 to scale")

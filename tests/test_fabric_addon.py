@@ -32,7 +32,7 @@ def test_a_new_cloth_is_cotton_simulated_with_linearized_steps(blank):
 def test_new_target_poses_the_motion_optimize_simulates(blank):
     """A quick (linearized) preview differs from Optimize's converged motion where stiff cloth
     buckles, so New Target first bakes the cloth again with converged steps and copies that; a
-    second target copies the bake as it is."""
+    second target copies the bake as it is; a cloth without a bake is baked first too."""
     scene = blank.scene
     scene.frame_start, scene.frame_end = 1, 12
     bpy.ops.mesh.primitive_uv_sphere_add(radius=0.1, location=(0, -0.05, -0.2))
@@ -56,6 +56,13 @@ def test_new_target_poses_the_motion_optimize_simulates(blank):
     assert np.array_equal(baked_positions(cloth, 1, 12), motion)  # baked once
     bpy.ops.diffcloth.clear_bake()
     assert results().baked_solver(cloth) is None and results().MOTION_SOLVER_KEY not in cloth
+    # no bake at all: the motion is baked first, not the cloth as modelled copied
+    assert bpy.ops.diffcloth.new_target() == {"FINISHED"}
+    assert results().baked_solver(cloth) == "newton"
+    copied = bpy.data.objects["Cloth_target_f0006.001"]
+    copied = np.array([copied.matrix_world @ v.co for v in copied.data.vertices])
+    assert np.allclose(copied, evaluated(cloth), atol=1e-6)  # the new bake at frame 6
+    assert np.abs(copied - motion[5]).max() < 0.01 and np.abs(copied - motion[0]).max() > 0.05
 
 
 @pytest.mark.parametrize("preset", ["Denim", "Silk", "Leather", "Rubber", "Cotton"])

@@ -236,3 +236,27 @@ def test_control_forces_steer_cloths_run_together(blank, basis, move):
     cape_forces = cape["diffcloth_result"].get("forces")  # the cape has no key: no force pushes it
     assert cape_forces is None or not np.any(cape_forces)
     assert ("pin_offset" in skirt["diffcloth_result"]) == move
+
+
+def test_apply_makes_the_design_of_cloths_optimized_together_their_own(blank):
+    """Apply Optimized Stiffness on one cloth of a together run applies the run's design (here the
+    wind's strength) to every cloth of it, so the next run still takes them together (applied to
+    one alone, their Field Weights differed and the next run was refused)."""
+    from test_wind_addon import wind_field
+
+    scene = blank.scene
+    skirt, cape = skirt_and_cape(blank)
+    wind_field(strength=2.0)
+    settings = scene.diffcloth
+    settings.opt_tension, settings.opt_wind_fields, settings.max_iterations = False, True, 2
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    key_shifted(scene, "Cape", 9, [0.0, 0.03, 0.0])
+    assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
+    scale = cape["diffcloth_result"]["wind_scale"]
+    assert scale > 1.0 and skirt["diffcloth_result"]["wind_scale"] == pytest.approx(scale)
+    blank.view_layer.objects.active = cape
+    assert bpy.ops.diffcloth.apply_result(cloth="Cape") == {"FINISHED"}
+    assert cape.diffcloth.wind_weight == pytest.approx(scale) and skirt.diffcloth.wind_weight == pytest.approx(scale)
+    assert "wind_scale" not in skirt["diffcloth_result"]
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}  # still together
+    assert skirt.get("diffcloth_motion_solver") and cape.get("diffcloth_motion_solver")

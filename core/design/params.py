@@ -186,6 +186,39 @@ class Friction(Param):
         return {"friction": float(theta[0])}
 
 
+class FrictionScale(Param):
+    """The friction coefficients μ of every collider with friction scaled by one factor a = exp(θ):
+    how much the cloth slides on all of them, their proportions kept (the add-on's Friction)."""
+
+    name = "friction_scale"
+    overwrites = ("friction",)
+
+    def _mu(self, scene):
+        mu = np.array([c.friction for c in scene.colliders], dtype=float)
+        if not (mu > 0).any():
+            raise ValueError(f"{self.name}: no collider has friction to scale")
+        return mu
+
+    def initial(self, scene):
+        self._mu(scene)
+        return np.zeros(1)
+
+    def to_theta(self, value):
+        return float(np.log(value))
+
+    def apply(self, theta, design, scene):
+        design["friction"] = np.exp(theta[0]) * self._mu(scene)
+
+    def pullback(self, theta, grad, design, scene):
+        return np.array([np.exp(theta[0]) * float(grad.friction @ self._mu(scene))])
+
+    def jvp(self, theta, dtheta, design, tangent, scene):
+        tangent["friction"] = tangent["friction"] + dtheta[0] * np.exp(theta[0]) * self._mu(scene)
+
+    def describe(self, theta):
+        return {"friction_scale": float(np.exp(theta[0]))}
+
+
 class SelfFriction(Param):
     """The friction coefficient μ between the cloth's layers (Scene.self_friction). θ = μ,
     bounded below by 0."""
@@ -701,6 +734,7 @@ _BY_NAME = {
     "wind": Wind,
     "wind_strength": WindStrength,
     "friction": Friction,
+    "friction_scale": FrictionScale,
     "self_friction": SelfFriction,
 }
 

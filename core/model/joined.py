@@ -115,7 +115,8 @@ class Joined:
 
     def split(self, scene):
         """Per cloth, its scene with the design of `scene` (the joined scene, as an optimization
-        left it): stiffness, initial velocities, control forces, pin path, wind and solver."""
+        left it): stiffness, initial velocities, control forces, pin path, wind, the colliders'
+        friction and solver."""
         c = scene.cloth
         out = []
         cuts = {
@@ -146,6 +147,7 @@ class Joined:
                     else np.broadcast_to(scene.forces, (scene.steps, c.n, 3))[:, lo:hi],
                     pin_path=None if scene.pin_path is None else scene.pin_path[:, pins[i] : pins[i + 1]],
                     wind=scene.wind,
+                    colliders=scene.colliders,
                     solver=scene.solver,
                 )
             )
