@@ -19,9 +19,15 @@ FROM_KEYS_OFF = 0.005
 FROM_KEYS_RIDGE = 1e-6
 
 
+# a factor of 4 either way: how far a design held as a log factor is scanned (Param.span)
+LOG_SPAN = float(np.log(4.0))
+
+
 class Param:
     name = "param"
     overwrites = ()  # design fields this parameterization sets outright (at most one may set each)
+    # how far each entry of θ may be scanned either side where gradients stall (None: not scanned)
+    span = None
 
     def __init__(self, bounds=None, cloths=None):
         self.user_bounds = bounds
@@ -83,6 +89,8 @@ class GlobalStiffness(Param):
     compression and shear their ratio to its stretch, and a uniform cloth gets k = exp(θ).
     A scene of several cloths (core.Joined; Scene.self_pieces numbers them) has one θ per kind
     and cloth, of every cloth or of `cloths` only (their indices; the others keep theirs)."""
+
+    span = LOG_SPAN
 
     name = "stiffness"
 
@@ -189,6 +197,8 @@ class Friction(Param):
 class FrictionScale(Param):
     """The friction coefficients μ of every collider with friction scaled by one factor a = exp(θ):
     how much the cloth slides on all of them, their proportions kept (the add-on's Friction)."""
+
+    span = LOG_SPAN
 
     name = "friction_scale"
     overwrites = ("friction",)
@@ -546,6 +556,8 @@ class WindStrength(Param):
     """The scene's wind (Scene(wind=...), its Wind fields) scaled by one factor a = exp(θ): how hard
     it blows, its gusts and direction kept."""
 
+    span = LOG_SPAN
+
     name = "wind_strength"
     overwrites = ("wind",)
 
@@ -779,6 +791,7 @@ class Design:
             at += len(s)
         self.theta0 = np.concatenate(starts)
         self.bounds = [b for p in self.params for b in p.bounds(scene)]
+        self.spans = [p.span for p, s in zip(self.params, starts) for _ in s]
         # a design whose stiffness leaves what the solver simulates right (check_bounds), from a
         # start within it, is a failed trial: what Simulate & Bake would refuse is never the result
         self._guard = any(f.startswith("k_") for p in self.params for f in p.overwrites) and _within(scene)
