@@ -490,7 +490,7 @@ def main():
         type=int,
         nargs="*",
         metavar="SIDE",
-        help="a sheet sliding off a table keyed at Friction 20, started at 10, Friction alone optimized (default 20)",
+        help="a sheet sliding off a table keyed at Friction 20, started at 12, Friction alone optimized (default 20)",
     )
     ap.add_argument(
         "--fold",
@@ -525,7 +525,7 @@ def main():
             print(json.dumps(slide_case(side, args.max_iter, within)), flush=True)
     if args.slide_friction is not None:
         for side in args.slide_friction or [20]:
-            print(json.dumps(slide_case(side, args.max_iter, within, friction=10.0)), flush=True)
+            print(json.dumps(slide_case(side, args.max_iter, within, friction=12.0)), flush=True)
     if args.fold is not None:
         for side in args.fold or [16, 24, 32]:
             print(json.dumps(fold_case(args.max_iter, within, side)), flush=True)
