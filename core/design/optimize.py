@@ -252,8 +252,8 @@ def _scan(design, loss, run, max_iter):
     then golden sections of the bracket around the grid's best (no gradients: one simulation a
     point). Where stick and slip make the loss a staircase, its local slopes point either way: a 20×20 sheet
     sliding off a table keyed at Friction 20 and started at 10, Gauss–Newton stopped at a factor
-    of 1.33 and L-BFGS-B after it did not move it; the scan found 2.00. One iteration per entry;
-    the reason it stopped."""
+    of 1.33 and L-BFGS-B after it did not move it; the scan found 2.00. An iteration per design
+    better than the best; the reason it stopped."""
     golden = (np.sqrt(5.0) - 1) / 2
 
     def value(theta):
@@ -262,12 +262,14 @@ def _scan(design, loss, run, max_iter):
         except SimulationError:
             return np.inf
         out = loss.evaluate(traj.x, traj.v)[0] + design.regularizer(theta)[0]
-        run.improved(theta, out, traj)
+        if out < run.loss:  # an iteration: progress shown, Stop Within and Max Iterations heeded
+            if len(run.history) >= max_iter:
+                raise _Stop("max_iter")
+            run.improved(theta, out, traj)
+            run.record(grad_norm=float("nan"))
         return out
 
     for i, span in enumerate(design.spans):
-        if len(run.history) >= max_iter:
-            return "max_iter"
         lo, hi = (b if b is not None else bound for b, bound in zip(design.bounds[i], (-np.inf, np.inf)))
 
         def at(t, i=i):
@@ -293,7 +295,6 @@ def _scan(design, loss, run, max_iter):
                 a, c, fc = c, d, fd
                 d = a + golden * (b - a)
                 fd = value(at(d))
-        run.record(grad_norm=float("nan"))
     return "scanned: the gradient methods stalled, and each factor was searched without them"
 
 
