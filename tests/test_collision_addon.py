@@ -223,6 +223,35 @@ def test_optimize_finds_how_much_friction_holds_the_cloth(blank):
     assert "friction_scale" not in cloth["diffcloth_result"]
 
 
+def test_friction_of_cloths_run_together_is_applied_once(blank):
+    """Two patches on one slope run together, keyed at Friction 40 and started at 20: both store the
+    factor 2, and Apply on either makes the slope's Friction 40 (not 80: the slope is shared)."""
+    scene = blank.scene
+    slope = collision_slope(scene, 40.0)
+    scene.frame_end = 13
+    normal = np.array(slope.matrix_world.to_3x3().col[2])
+    patches = []
+    for name, x in (("Left", -0.2), ("Right", 0.2)):
+        patch = grid_cloth(name, fabric=True, pins=False, n=5, size=0.1, location=(x, 0.0, 0.0))
+        patch.rotation_euler = (math.radians(30), 0, 0)
+        patch.location = np.array([x, 0.0, 0.0]) + normal * 0.0055
+        patches.append(patch)
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    scene.frame_set(13)
+    assert bpy.ops.diffcloth.new_target(cloth="Left") == {"FINISHED"}
+    assert bpy.ops.diffcloth.new_target(cloth="Right") == {"FINISHED"}
+    scene.frame_set(1)
+    slope.collision.cloth_friction = 20.0
+    settings = scene.diffcloth
+    settings.opt_tension, settings.opt_friction, settings.max_iterations = False, True, 20
+    assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
+    for patch in patches:
+        assert patch["diffcloth_result"]["friction_scale"] == pytest.approx(2.0, rel=1e-3)
+    assert bpy.ops.diffcloth.apply_result(cloth="Right") == {"FINISHED"}
+    assert slope.collision.cloth_friction == pytest.approx(40.0, rel=1e-3)
+    assert all("friction_scale" not in patch["diffcloth_result"] for patch in patches)
+
+
 def test_friction_with_no_collider_that_has_some_is_named(blank):
     """Friction ticked where no collider has friction: named, nothing run."""
     scene = blank.scene
