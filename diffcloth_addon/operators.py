@@ -386,25 +386,17 @@ class DIFFCLOTH_OT_apply_result(_OnCloth):
         scale = obj[RESULT_KEY].get("friction_scale")
         frictions = [] if scale is None else _frictions(context.scene, cloths)
         for owner, key in frictions:
-            if getattr(owner, key) * scale > owner.bl_rna.properties[key].hard_max:
+            scaled, largest = getattr(owner, key) * scale, owner.bl_rna.properties[key].hard_max
+            if scaled > largest:
                 return _fail(
                     self,
-                    f"the optimized friction of '{owner.id_data.name}' ({getattr(owner, key) * scale:.4g}) is above "
-                    f"Blender's largest Friction, {owner.bl_rna.properties[key].hard_max:g}",
+                    f"the optimized friction of '{owner.id_data.name}' ({scaled:.4g}) is above Blender's "
+                    f"largest Friction, {largest:g}",
                 )
         for owner, key in frictions:
             setattr(owner, key, getattr(owner, key) * scale)
-        for cloth, tension, bending in applied:
-            _apply(cloth, cloth[RESULT_KEY], tension, bending)
-        self.report(
-            {"INFO"},
-            "; ".join(
-                f"'{c.name}': {tension_setting(c.diffcloth)} {getattr(c.diffcloth, tension_setting(c.diffcloth)):.4g}, "
-                f"bending {c.diffcloth.bending:.4g}"
-                for c, _, _ in applied
-            )
-            + ("" if scale is None else f"; the colliders' Friction {scale:.3g}×"),
-        )
+        done = [_apply(cloth, cloth[RESULT_KEY], tension, bending) for cloth, tension, bending in applied]
+        self.report({"INFO"}, "; ".join(done) + ("" if scale is None else f"; the colliders' Friction {scale:.3g}×"))
         return {"FINISHED"}
 
 
@@ -418,7 +410,7 @@ def _frictions(scene, cloths):
 
 def _apply(obj, stored, tension, bending):
     """Make a cloth's stored optimized stiffness (tension, bending: None where not one setting) and
-    wind factor its own settings."""
+    wind factor its own settings; what it now has, as the report says it."""
     if "wind_scale" in stored.keys():  # the Wind Fields' factor, now the cloth's Field Weights › Wind
         obj.diffcloth.wind_weight *= stored["wind_scale"]
         del stored["wind_scale"]
@@ -438,6 +430,7 @@ def _apply(obj, stored, tension, bending):
     if bending is not None:
         cs.bending_max *= bending / cs.bending
         cs.bending = bending
+    return f"'{obj.name}': {setting} {getattr(cs, setting):.4g}, bending {cs.bending:.4g}"
 
 
 class DIFFCLOTH_OT_discard_result(_OnCloth):

@@ -184,9 +184,9 @@ def store_result(setup, result, run=()):
         stored["forces"] = per_frame_array(sc.forces)
     if sc.wind is not None and np.any(setup.scene.wind):  # Wind Fields: the factor on their strength
         stored["wind_scale"] = float(np.sum(sc.wind * setup.scene.wind) / np.sum(setup.scene.wind**2))
-    mu = np.array([c.friction for c in setup.scene.colliders])
-    if np.any(mu) and not np.allclose([c.friction for c in sc.colliders], mu):  # Friction: the factor on them
-        stored["friction_scale"] = float(np.dot([c.friction for c in sc.colliders], mu) / np.dot(mu, mu))
+    mu, optimized = (np.array([c.friction for c in s.colliders]) for s in (setup.scene, sc))
+    if np.any(mu) and not np.allclose(optimized, mu):  # Friction: the factor on them
+        stored["friction_scale"] = float(optimized @ mu / (mu @ mu))
     if sc.pin_path is not None:  # moved pins, as offsets from the cloth object's own path
         offset = sc.pin_path - setup.scene.pin_frames
         if np.any(offset):

@@ -258,19 +258,19 @@ def _scan(design, loss, run, max_iter):
 
     def value(theta):
         try:
-            traj = simulate(design.scene(theta))
+            point = gauss_newton.Linearized(design, loss, theta)  # simulated; no gradient asked
         except SimulationError:
             return np.inf
-        out = loss.evaluate(traj.x, traj.v)[0] + design.regularizer(theta)[0]
-        if out < run.loss:  # an iteration: progress shown, Stop Within and Max Iterations heeded
+        if point.value < run.loss:  # an iteration: progress shown, Stop Within and Max Iterations heeded
             if len(run.history) >= max_iter:
                 raise _Stop("max_iter")
-            run.improved(theta, out, traj)
+            run.improved(theta, point.value, point.traj)
             run.record(grad_norm=float("nan"))
-        return out
+        return point.value
 
     for i, span in enumerate(design.spans):
-        lo, hi = (b if b is not None else bound for b, bound in zip(design.bounds[i], (-np.inf, np.inf)))
+        lo, hi = design.bounds[i]
+        lo, hi = -np.inf if lo is None else lo, np.inf if hi is None else hi
 
         def at(t, i=i):
             theta = run.theta.copy()

@@ -90,9 +90,8 @@ class GlobalStiffness(Param):
     A scene of several cloths (core.Joined; Scene.self_pieces numbers them) has one θ per kind
     and cloth, of every cloth or of `cloths` only (their indices; the others keep theirs)."""
 
-    span = LOG_SPAN
-
     name = "stiffness"
+    span = LOG_SPAN
 
     def __init__(self, tension=True, bending=False, bounds=None, cloths=None):
         super().__init__(bounds, cloths)
@@ -194,39 +193,52 @@ class Friction(Param):
         return {"friction": float(theta[0])}
 
 
-class FrictionScale(Param):
-    """The friction coefficients μ of every collider with friction scaled by one factor a = exp(θ):
-    how much the cloth slides on all of them, their proportions kept (the add-on's Friction)."""
+class LogFactor(Param):
+    """One factor a = exp(θ) on a design field's value in the scene (`base`): its pattern kept,
+    its size optimized. Subclasses name the field and say what its base is."""
 
     span = LOG_SPAN
+    field = None
 
-    name = "friction_scale"
-    overwrites = ("friction",)
+    @property
+    def overwrites(self):
+        return (self.field,)
 
-    def _mu(self, scene):
-        mu = np.array([c.friction for c in scene.colliders], dtype=float)
-        if not (mu > 0).any():
-            raise ValueError(f"{self.name}: no collider has friction to scale")
-        return mu
+    def base(self, scene):
+        raise NotImplementedError
 
     def initial(self, scene):
-        self._mu(scene)
+        self.base(scene)  # refuses a scene without one
         return np.zeros(1)
 
     def to_theta(self, value):
         return float(np.log(value))
 
     def apply(self, theta, design, scene):
-        design["friction"] = np.exp(theta[0]) * self._mu(scene)
+        design[self.field] = np.exp(theta[0]) * self.base(scene)
 
     def pullback(self, theta, grad, design, scene):
-        return np.array([np.exp(theta[0]) * float(grad.friction @ self._mu(scene))])
+        return np.array([np.exp(theta[0]) * float(np.sum(getattr(grad, self.field) * self.base(scene)))])
 
     def jvp(self, theta, dtheta, design, tangent, scene):
-        tangent["friction"] = tangent["friction"] + dtheta[0] * np.exp(theta[0]) * self._mu(scene)
+        tangent[self.field] = tangent[self.field] + dtheta[0] * np.exp(theta[0]) * self.base(scene)
 
     def describe(self, theta):
-        return {"friction_scale": float(np.exp(theta[0]))}
+        return {self.name: float(np.exp(theta[0]))}
+
+
+class FrictionScale(LogFactor):
+    """The friction coefficients μ of every collider with friction scaled by one factor a = exp(θ):
+    how much the cloth slides on all of them, their proportions kept (the add-on's Friction)."""
+
+    name = "friction_scale"
+    field = "friction"
+
+    def base(self, scene):
+        mu = np.array([c.friction for c in scene.colliders], dtype=float)
+        if not (mu > 0).any():
+            raise ValueError(f"{self.name}: no collider has friction to scale")
+        return mu
 
 
 class SelfFriction(Param):
@@ -552,34 +564,17 @@ class Wind(Acceleration):
         return {"wind_acceleration": theta.reshape(-1, 3).copy()}
 
 
-class WindStrength(Param):
+class WindStrength(LogFactor):
     """The scene's wind (Scene(wind=...), its Wind fields) scaled by one factor a = exp(θ): how hard
     it blows, its gusts and direction kept."""
 
-    span = LOG_SPAN
-
     name = "wind_strength"
-    overwrites = ("wind",)
+    field = "wind"
 
-    def initial(self, scene):
+    def base(self, scene):
         if scene.wind is None:
             raise ValueError(f"{self.name}: the scene has no wind to scale")
-        return np.zeros(1)
-
-    def to_theta(self, value):
-        return float(np.log(value))
-
-    def apply(self, theta, design, scene):
-        design["wind"] = np.exp(theta[0]) * scene.wind
-
-    def pullback(self, theta, grad, design, scene):
-        return np.array([np.exp(theta[0]) * float(np.sum(grad.wind * scene.wind))])
-
-    def jvp(self, theta, dtheta, design, tangent, scene):
-        tangent["wind"] = tangent["wind"] + dtheta[0] * np.exp(theta[0]) * scene.wind
-
-    def describe(self, theta):
-        return {"wind_strength": float(np.exp(theta[0]))}
+        return scene.wind
 
 
 class KeyedForces(Acceleration):
