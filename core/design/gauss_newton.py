@@ -71,7 +71,8 @@ class Linearized:
         return self._pullback(self._gx, self._gv) + self.design.regularizer(self.theta)[1]
 
     def _pullback(self, gx, gv):
-        return self.design.pullback(self.theta, backward(self.scene, self.traj, gx, gv, self.lin), self.fields)
+        grad = backward(self.scene, self.traj, gx, gv, self.lin, self.design.physical)
+        return self.design.pullback(self.theta, grad, self.fields)
 
     def product(self, p):
         """B·p (J·p by a tangent pass, Jᵀ·H·J·p by an adjoint pass) and J·p's step positions."""

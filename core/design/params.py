@@ -25,7 +25,9 @@ LOG_SPAN = float(np.log(4.0))
 
 class Param:
     name = "param"
-    overwrites = ()  # design fields this parameterization sets outright (at most one may set each)
+    # design fields this parameterization sets outright (at most one may set each); every physical
+    # one (core.model.fields.PHYSICAL) whose gradient its pullback reads is among them
+    overwrites = ()
     # how far each entry of θ may be scanned either side where gradients stall (None: not scanned)
     span = None
 
@@ -790,6 +792,11 @@ class Design:
         # a design whose stiffness leaves what the solver simulates right (check_bounds), from a
         # start within it, is a failed trial: what Simulate & Bake would refuse is never the result
         self._guard = any(f.startswith("k_") for p in self.params for f in p.overwrites) and _within(scene)
+
+    @property
+    def physical(self):
+        """The physical design fields the parameterizations set: the gradients pullback reads."""
+        return tuple(f for f in fields.PHYSICAL if any(f in p.overwrites for p in self.params))
 
     def fields(self, theta):
         sc = self.base

@@ -131,7 +131,7 @@ class Linearization:
         if self._own is None:
             return None
         if s not in self._own:
-            factor = self.model.system.factor(self.matrix(s))
+            factor = self.model.system.factor(self.matrix(s), double=True)
             ok = factor.positive_definite and self._own_bytes + factor.nbytes <= FACTOR_BUDGET
             self._own[s] = factor if ok else None
             self._own_bytes += factor.nbytes if ok else 0
@@ -175,9 +175,10 @@ def value_and_grad(scene, loss, traj=None):
 
 @timed("adjoint")
 @one_blas_thread
-def backward(scene, traj, gx_frames, gv_frames, lin=None):
+def backward(scene, traj, gx_frames, gv_frames, lin=None, wanted=fields.PHYSICAL):
     """Gradient from the loss partials at frames (frames+1, n, 3); lin: the trajectory's
-    Linearization, when passes before this one built it."""
+    Linearization, when passes before this one built it; wanted: the physical design fields whose
+    gradients are needed (the others are left zero: a forces-only design spares their terms)."""
     lin = Linearization(scene, traj) if lin is None else lin
     model = lin.model
     h, sub, ns = model.h, scene.substeps, scene.n_steps
@@ -206,7 +207,7 @@ def backward(scene, traj, gx_frames, gv_frames, lin=None):
         alpha_full[free] = alpha
         # ∇²Φ·α over all vertices (α is zero on pins, whose rows give the pins' gradient)
         hess_alpha = model.potential.hess_vec(pt, alpha_full)
-        for field, g in model.potential.design_gradient(pt, alpha_full).items():
+        for field, g in model.potential.design_gradient(pt, alpha_full, wanted).items():
             gdesign[field] -= h * g
         if lin.linearized:  # the derivative of the step's own matrix Ã (see the module's docstring)
             delta = lin.delta(s)
@@ -215,7 +216,7 @@ def backward(scene, traj, gx_frames, gv_frames, lin=None):
                 model.system.matvec(lin.matrix(s), alpha.ravel()).reshape(-1, 3) - (1 + h * model.cf) * mf * alpha
             ) / (h * h)
             extra_gv = h * h * (projected - hess_alpha[free])
-            for field, g in model.potential.design_hess(pt, alpha_full, delta).items():
+            for field, g in model.potential.design_hess(pt, alpha_full, delta, wanted).items():
                 gdesign[field] -= h * g
         gforces[s // sub][free] += h * alpha
         gdamp -= h * float(np.sum(mf * alpha * lin.velocity(s)[free]))

@@ -221,9 +221,11 @@ class BlockSystem:
             return self.matrix(data.data) + data.extra
         return sp.csr_matrix((data, self.indices, self.indptr), shape=(self.ndof, self.ndof))
 
-    def factor(self, data):
+    def factor(self, data, double=False):
         """Factorize; a non-positive-definite matrix still gets a (LU) factor where possible. A
-        Coupled matrix gets its pattern part's, marked inexact."""
+        Coupled matrix gets its pattern part's, marked inexact. double: a banded factor in double
+        precision whatever the stiffness (a solve then needs no refinement: for matrices solved
+        many times over)."""
         if isinstance(data, Coupled):
             return data.factor(self)
         if self.backend == "banded":
@@ -237,7 +239,7 @@ class BlockSystem:
             scaled = data[self.lower] * inv[self.lower_row] * inv[self.lower_col]
             if not np.abs(scaled).max() <= 1.0 + 1e-9:  # (the diagonal's 1 to rounding; NaN fails too)
                 return Factor(None, False)
-            double = self.stiffness(data, diag) > SINGLE_STIFFNESS
+            double = double or self.stiffness(data, diag) > SINGLE_STIFFNESS
             if double:
                 chol, info = self._double_cholesky(scaled)
             else:

@@ -200,22 +200,25 @@ class Potential:
         """(∂∇Φ/∂xₛ)·δxₛ + (∂∇Φ/∂vₛ)·δvₛ (n,3): the forward counterpart of lag_gradient."""
         return self._sum(st, "add_lag_tangent", dxs, dvs)
 
-    def design_gradient(self, st, v):
-        """∂(∇Φ·v)/∂p for the design's physical fields (core.model.fields.PHYSICAL)."""
+    def design_gradient(self, st, v, wanted=fields.PHYSICAL):
+        """∂(∇Φ·v)/∂p for the design's physical fields (core.model.fields.PHYSICAL), computed by
+        the terms that have some of those `wanted` (the rest stay zero)."""
         out = fields.zeros(self.scene, fields.PHYSICAL)
         for term, q in st.terms:
-            term.design_gradient(q, v, out)
+            if set(term.fields).intersection(wanted):
+                term.design_gradient(q, v, out)
         return out
 
     def design_tangent(self, st, dp):
         """(∂∇Φ/∂p)·δp (n,3) for a design direction dp (all physical fields present)."""
         return self._sum(st, "design_tangent", dp)
 
-    def design_hess(self, st, a, b):
+    def design_hess(self, st, a, b, wanted=fields.PHYSICAL):
         """∂(aᵀ·H̃·b)/∂p for the physical fields, as design_gradient gives ∂(∇Φ·v)/∂p."""
         out = fields.zeros(self.scene, fields.PHYSICAL)
         for term, q in st.terms:
-            term.design_hess(q, a, b, out)
+            if set(term.fields).intersection(wanted):
+                term.design_hess(q, a, b, out)
         return out
 
     def design_hess_tangent(self, st, dp, b):
