@@ -295,3 +295,47 @@ def test_auto_starts_from_the_keys_where_friction_holds_the_cloth_the_keys_move(
     start = loss.distances(base.x)[12][0]
     assert auto.method == "gauss-newton, again from the keys"
     assert loss.distances(auto.trajectory.x)[12][0] < 0.2 * start, (start, loss.distances(auto.trajectory.x))
+
+
+def test_a_pushed_start_shoves_every_vertex_alike_at_each_key():
+    scene, _, _ = lift_a_corner()
+    param = dc.KeyedForces(every=0.25, magnitude=1e-3, move_pins=False)
+    design = Design(scene, [param])
+    theta = np.arange(design.theta0.size, dtype=float)
+    pushed = design.pushed(theta, np.random.default_rng(5), 2.0)
+    push = (pushed - theta).reshape(-1, scene.cloth.n, 3)
+    assert len(push) == len(param.key_times(scene))
+    assert np.allclose(push, push[:, :1]) and np.abs(push[:, 0]).max() > 0.1  # one shove per key
+    again = design.pushed(theta, np.random.default_rng(5), 2.0)
+    assert np.array_equal(pushed, again)  # seeded: the same shoves
+    assert param.regularizer(pushed, scene)[0] > param.regularizer(theta, scene)[0] > 0
+    assert Design(scene, [dc.Wind()]).pushed(theta[:36], np.random.default_rng(5), 2.0) is None
+
+
+def test_auto_restarts_from_pushed_designs_where_a_key_stays_out_of_reach(monkeypatch):
+    """A key that asks the resting cloth to spread by half (far beyond its stretch) stays more
+    than 1 cm off whatever the forces: "auto" then starts Gauss–Newton again from the best design
+    shoved at random (seeded), keeps the best and repeats itself exactly."""
+    from diffcloth.core.design import optimize as optimize_module
+
+    verts, tris = dc.grid(8, 8, 0.3)
+    verts[:, 2] = 0.005
+    floor = dc.Plane((0, 0, 0), (0, 0, 1), friction=0.5)
+    scene = dc.Scene(dc.FABRICS["cotton"].cloth(verts, tris), steps=12, dt=1 / 24, colliders=[floor])
+    base = dc.simulate(scene)
+    middle = base.x[12].mean(axis=0)
+    loss = dc.KeyframeLoss({12: middle + (base.x[12] - middle) * [1.5, 1.5, 1.0]})
+
+    def run():
+        controls = [dc.KeyedForces(every=0.25, magnitude=dc.weight_for_distance(1.5e-4), move_pins=False)]
+        return dc.optimize(scene, loss, controls, max_iter=40, guess=base.step_x)
+
+    restarted, again = run(), run()
+    assert restarted.method.endswith(", then random restarts")
+    assert np.array_equal(restarted.theta, again.theta)
+    assert loss.distances(restarted.trajectory.x)[12][0] > 0.01
+    monkeypatch.setattr(optimize_module, "RESTARTS", 0)
+    alone = run()
+    assert not alone.method.endswith("random restarts")
+    assert restarted.loss <= alone.loss
+    assert len(restarted.history) > len(alone.history)

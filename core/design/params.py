@@ -82,6 +82,10 @@ class Param:
         """A start taken from the loss's keys instead of theta, or None (see Acceleration)."""
         return None
 
+    def pushed(self, theta, scene, rng, spread):
+        """theta with a random push for a restart (KeyedForces), or None where it has none."""
+        return None
+
 
 class GlobalStiffness(Param):
     """One stiffness for the cloth's in-plane springs and/or all bending elements (hinges or
@@ -655,6 +659,15 @@ class KeyedForces(Acceleration):
         self.moving(scene)  # names stray move_pins before any run
         return np.zeros(len(self.key_times(scene)) * scene.cloth.n * 3)
 
+    def pushed(self, theta, scene, rng, spread):
+        """theta plus, at every key, one acceleration drawn from N(0, spread²) per axis (m/s²) for
+        all of its cloths' vertices alike: the cloth shoved as a whole, another motion to start
+        from rather than noise its regularizer would take straight out."""
+        push = rng.normal(0.0, spread, (len(self.key_times(scene)), 1, 3))
+        out = self._shape(theta.copy(), scene)
+        out += self._pushed(np.broadcast_to(push, out.shape), scene)
+        return out.ravel()
+
     def _pin_offsets(self, accel, scene, moving):
         """(frames+1, len(moving), 3) offsets of the moving pins' paths from their accelerations."""
         return np.einsum("fj,jpi->fpi", self._integration(scene), accel[:, scene.cloth.pinned[moving]])
@@ -853,6 +866,22 @@ class Design:
             p.jvp(theta[sl], dtheta[sl], design, tangent, self.base)
         return tangent
 
+    def _first(self, theta, start):
+        """theta with the slice of the first parameterization p for which start(p, its slice) is
+        not None set to that, or None if there is none."""
+        for p, sl in zip(self.params, self.slices):
+            value = start(p, theta[sl])
+            if value is not None:
+                out = theta.copy()
+                out[sl] = value
+                return out
+        return None
+
+    def pushed(self, theta, rng, spread):
+        """theta with the first parameterization that can be pushed for a restart pushed
+        (Param.pushed), or None if none can."""
+        return self._first(theta, lambda p, t: p.pushed(t, self.base, rng, spread))
+
     def from_keys(self, loss, motion, theta=None):
         """θ0 with the first parameterization that has a start from the loss's keys given it
         (Param.from_keys, lifted; motion: the cloth's at θ0; a second would push the same way
@@ -860,13 +889,7 @@ class Design:
         none has."""
         lifted = theta is None
         theta = self.theta0 if theta is None else theta
-        for p, sl in zip(self.params, self.slices):
-            start = p.from_keys(theta[sl], self.base, loss, motion, lifted)
-            if start is not None:
-                out = theta.copy()
-                out[sl] = start
-                return out
-        return None
+        return self._first(theta, lambda p, t: p.from_keys(t, self.base, loss, motion, lifted))
 
     def describe(self, theta):
         out = {}
