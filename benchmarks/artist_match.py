@@ -26,6 +26,8 @@ out behind the body, and swung along its side. --fold [SIDE ...]: a cloth on a f
 Collisions through the add-on, a corner stood up and then laid over the rest (16×16, 24×24, 32×32).
 --slide [SIDE ...]: physically consistent keys on resting cloth, a sheet on a table slid across it;
 --slide-friction [SIDE ...]: the same sheet sliding off the table, the table's Friction the design.
+--consistent: beside each hand-posed add-on row, the keys made consistent (set to the cloth as its
+optimized bake shows it) and Optimize run again from no force.
 --best-of [l-bfgs-b restarts]: beside each add-on row, what ten times its iterations find: L-BFGS-B
 from its fit, and three random restarts (the fit pushed as a whole at every control key).
 
@@ -287,6 +289,32 @@ def optimized_row(cloth, name, side, max_iter, within, move_pins=None, friction=
     return row, stored
 
 
+CONSISTENT = False  # --consistent: beside each hand-posed add-on row, the same keys made reachable
+
+
+def consistent_row(cloth, name, side, max_iter, within):
+    """Physically consistent keys from a hand-posed row: each target set to the cloth as the
+    optimized bake shows it at the target's frame (the motion of a design Optimize found, which
+    the physics allows), the stored design discarded, then Optimize again from no force."""
+    import bpy
+
+    from diffcloth.diffcloth_addon.reading import keyed_frames
+
+    sc = bpy.context.scene
+    for target in [o for o in sc.objects if o.diffcloth.role == "TARGET"]:
+        (frame,) = keyed_frames(target)
+        sc.frame_set(frame)
+        baked = cloth.evaluated_get(bpy.context.evaluated_depsgraph_get())
+        mw = np.array(baked.matrix_world)
+        x = np.array([v.co for v in baked.data.vertices]) @ mw[:3, :3].T + mw[:3, 3]
+        inv = np.linalg.inv(np.array(target.matrix_world))
+        target.data.vertices.foreach_set("co", (x @ inv[:3, :3].T + inv[:3, 3]).ravel())
+        target.data.update()
+    bpy.context.view_layer.objects.active = cloth
+    assert bpy.ops.diffcloth.discard_result() == {"FINISHED"}
+    return optimized_row(cloth, f"{name}, keys from its optimized bake", side, max_iter, within)[0]
+
+
 BEST_OF = ()  # --best-of: beside each add-on row, what ten times its iterations find (by these methods)
 
 
@@ -368,6 +396,8 @@ def addon_case(side, max_iter, pose, move_pins, within, table=False, proxy=None,
             f"{'' if move_pins else ', fixed pins'}"
         )
         out, stored = optimized_row(cloth, name, side, max_iter, within, move_pins)
+        if CONSISTENT:
+            out["consistent"] = consistent_row(cloth, name, side, max_iter, within)
         if proxy is not None:
             from diffcloth.diffcloth_addon import proxy as proxy_module
 
@@ -412,7 +442,10 @@ def cape_case(pose, max_iter, within):
         for frame, shift in CAPE_POSES[pose].items():
             pose_target(cloth, frame, hem(shift))
         name = f"cape on a swaying body (Collision physics), {pose} poses"
-        return optimized_row(cloth, name, 12, max_iter, within)[0]
+        row = optimized_row(cloth, name, 12, max_iter, within)[0]
+        if CONSISTENT:
+            row["consistent"] = consistent_row(cloth, name, 12, max_iter, within)
+        return row
     finally:
         ext.unregister()
 
@@ -509,7 +542,10 @@ def fold_case(max_iter, within, side=16, size=0.5):
         assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
         pose_target(cloth, 13, folded(90))
         pose_target(cloth, 25, folded(180, 0.02))
-        row = optimized_row(cloth, f"{side}x{side} fold with Self Collisions", side, max_iter, within)[0]
+        name = f"{side}x{side} fold with Self Collisions"
+        row = optimized_row(cloth, name, side, max_iter, within)[0]
+        if CONSISTENT:
+            row["consistent"] = consistent_row(cloth, name, side, max_iter, within)
         tris = np.array([p.vertices[:] for p in cloth.data.polygons])
         tris = np.concatenate([tris[:, [0, 1, 2]], tris[:, [0, 2, 3]]])
         most = 0
@@ -543,6 +579,11 @@ def main():
         choices=("l-bfgs-b", "restarts"),
         help="beside each add-on row, what 10x its iterations find: L-BFGS-B from its fit, random restarts (default both)",
     )
+    ap.add_argument(
+        "--consistent",
+        action="store_true",
+        help="beside each hand-posed add-on row, Optimize again from no force on keys set to its optimized bake",
+    )
     ap.add_argument("--table", action="store_true", help="the add-on case over a table edge (Collision physics)")
     ap.add_argument("--preview-poses", action="store_true", help="core cases: the keys posed on the linearized preview")
     ap.add_argument("--cape", action="store_true", help="the add-on case on the cape sample scene (a mesh collider)")
@@ -568,9 +609,9 @@ def main():
         help="the add-on case of a cloth folding over itself (Self Collisions), side×side (default 16, 24, 32)",
     )
     args = ap.parse_args()
-    global SPRINGS, PREVIEW_POSES, BEST_OF
+    global SPRINGS, PREVIEW_POSES, BEST_OF, CONSISTENT
     best = args.best_of
-    SPRINGS, PREVIEW_POSES = args.springs, args.preview_poses
+    SPRINGS, PREVIEW_POSES, CONSISTENT = args.springs, args.preview_poses, args.consistent
     BEST_OF = () if best is None else tuple(best) or ("l-bfgs-b", "restarts")
     controls = default_settings()
     for key in ("every", "magnitude", "smoothness"):
