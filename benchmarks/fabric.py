@@ -14,12 +14,14 @@ for Cotton, value_and_grad's time over the forward's (a key 5 cm above the last 
 waist), irregular triangles, every preset, DiffCloth against Blender at its defaults (Cotton).
 --heap: a 48×48 cloth (0.8 m) standing 1 cm above a floor, let go, every preset.
 --convergence: Cotton's lowest point at 32², 64² and 128². --converged: Cotton with the converged
-solver (what Optimize uses) too, one run. --steps: how the motion converges as the step shrinks,
+solver (what Optimize uses) too, one run. --proxies N …: Cotton with the converged solver through
+an automatic proxy of about N vertices (Proxy Vertices) too, one run each; strain and lowest point
+of the cloth it carries. --steps: how the motion converges as the step shrinks,
 the Cotton artist scene alone at 32² over its first half second (before the folds begin):
 each solver at 1, 2, 4 and 8 substeps a frame against 16 converged substeps.
 
     .envs/py313-bpy5.2/bin/python benchmarks/fabric.py [--sizes 64 128] [--presets cotton silk]
-        [--repeats 3] [--garments] [--heap] [--convergence] [--steps]
+        [--repeats 3] [--garments] [--heap] [--convergence] [--steps] [--converged] [--proxies 500 1000]
 """
 
 import argparse
@@ -116,7 +118,9 @@ def ours(setup, gradient=False):
     return forward, traj, grad
 
 
-def artist_case(side, preset, contact, repeats, solver="LINEARIZED"):
+def artist_case(side, preset, contact, repeats, solver="LINEARIZED", proxy=0):
+    """proxy: Proxy Vertices (simulated through an automatic proxy of about that many vertices;
+    strain and lowest point measured on the cloth it carries)."""
     reset()
     if contact:
         add_colliders()
@@ -125,9 +129,12 @@ def artist_case(side, preset, contact, repeats, solver="LINEARIZED"):
     cloth.diffcloth.solver = solver
     setup = convert.gather(bpy.context, "DiffCloth", need_targets=False)
     rest, edges = setup.scene.cloth.rest, setup.scene.cloth.tension_edges
+    if proxy:
+        cloth.diffcloth.proxy_vertices = proxy
+        setup = convert.gather(bpy.context, "DiffCloth", need_targets=False)
     t_ours, t_blender, t_grad = [], [], []
     # value_and_grad of Cotton: linearized steps with friction (the colliders' default) have none built
-    gradient = preset == "cotton" and (solver == "NEWTON" or not contact)
+    gradient = preset == "cotton" and (solver == "NEWTON" or not contact) and not proxy
     for _ in range(repeats):
         forward, traj, grad = ours(setup, gradient=gradient)
         t_ours.append(forward)
@@ -138,12 +145,14 @@ def artist_case(side, preset, contact, repeats, solver="LINEARIZED"):
         t_blender.append(seconds)
         bpy.data.objects.remove(copy)
     st = traj.stats
-    mine, theirs = strain_figures(traj.x[-1], rest, edges), strain_figures(x_blender, rest, edges)
+    last = traj.x[-1] if setup.embedding is None else setup.embedding.apply(traj.x[-1])
+    mine, theirs = strain_figures(last, rest, edges), strain_figures(x_blender, rest, edges)
     f, b = statistics.median(t_ours), statistics.median(t_blender)
     out = dict(
         scene=f"{side}x{side}{' + sphere + floor' if contact else ''}",
         preset=preset,
         solver=solver.lower(),
+        proxy_vertices=setup.scene.cloth.n if proxy else None,
         repeats=repeats,
         diffcloth_s=round(f, 2),
         blender_s=round(b, 2),
@@ -314,6 +323,13 @@ def main():
     ap.add_argument("--presets", nargs="+", default=list(dc.FABRICS))
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--converged", action="store_true", help="Cotton with the converged solver too (Optimize's)")
+    ap.add_argument(
+        "--proxies",
+        type=int,
+        nargs="+",
+        default=[],
+        help="Cotton converged through an automatic proxy of each of these Proxy Vertices too",
+    )
     ap.add_argument("--scenes", nargs="+", default=["alone", "contact"], choices=("alone", "contact"))
     ap.add_argument("--garments", action="store_true")
     ap.add_argument("--heap", action="store_true")
@@ -329,6 +345,8 @@ def main():
                     print(json.dumps(artist_case(side, preset, contact, args.repeats)), flush=True)
                 if args.converged:
                     print(json.dumps(artist_case(side, "cotton", contact, 1, "NEWTON")), flush=True)
+                for proxy in args.proxies:
+                    print(json.dumps(artist_case(side, "cotton", contact, 1, "NEWTON", proxy)), flush=True)
         if args.garments:
             for kind in ("dress", "skirt"):
                 for row in garment_case(kind, args.presets):
