@@ -97,6 +97,32 @@ def test_optimizing_through_a_proxy_reaches_keys_posed_on_the_cloth(blank):
     assert cloth.diffcloth.stretch == pytest.approx(30.0, rel=1e-2)
 
 
+@pytest.mark.parametrize("proxy", [0, 60])
+def test_a_converged_preview_is_the_motion_optimize_starts_from(blank, proxy):
+    """Solver Converged (with or without Proxy Vertices): a key copied from the preview as it is
+    lies on Optimize's first motion (0 mm before any iteration), and one moved 2 cm is 2 cm off it."""
+    scene = blank.scene
+    scene.frame_start, scene.frame_end = 1, 8
+    cloth = render_cloth()
+    cloth.diffcloth.proxy_vertices = proxy
+    bpy.context.view_layer.objects.active = cloth
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    for frame, shift in ((5, 0.0), (8, 0.02)):
+        scene.frame_set(frame)
+        assert bpy.ops.diffcloth.new_target() == {"FINISHED"}
+        target = bpy.data.objects[f"Cloth_target_f{frame:04d}"]
+        co = np.array([v.co for v in target.data.vertices]) + [shift, 0.0, 0.0]
+        target.data.vertices.foreach_set("co", co.ravel())
+        target.data.update()
+    scene.frame_set(1)
+    scene.diffcloth.max_iterations = 1
+    bpy.context.view_layer.objects.active = cloth
+    assert bpy.ops.diffcloth.optimize() == {"FINISHED"}
+    keys = cloth["diffcloth_result"]["keyframes"]
+    assert keys["5"][0] < 1e-6 and keys["5"][1] < 1e-6
+    assert keys["8"][0] == pytest.approx(0.02, rel=1e-3)
+
+
 def test_bad_proxies_are_named(blank):
     cloth = render_cloth()
     small = coarse("Small", size=0.2)
