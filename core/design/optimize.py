@@ -326,7 +326,9 @@ def optimize(
     Gauss–Newton for a sum-of-squares loss (KeyframeLoss, EmbeddedLoss) when no parameter has
     bounds — should it stall before halving the loss, again from a start taken from the keys
     (Param.from_keys: control forces that fly the vertices the keys take off to them), then with
-    L-BFGS-B from the best design should it stall again; else L-BFGS-B.
+    L-BFGS-B from the best design should it stall again (a design of a few factors is scanned
+    instead), and, where a key is still more than 1 cm off, again from the best design shoved at
+    random (Param.pushed); else L-BFGS-B.
     callback(info) receives a dict per iteration (as in history, plus "params"); returning True
     stops the run. A trial whose simulation diverges counts as a failed step (L-BFGS-B: a very
     large loss, so the line search backs off); the best design seen is always what is returned.

@@ -11,7 +11,8 @@ its solves read half the memory. It serves as the preconditioner of a conjugate-
 on the double-precision matrix (Factor.exact is False), which reaches a relative residual of
 1e-5 in one iteration and 1e-12 in three on a 64×64 cloth. It factors the matrix scaled to a
 unit diagonal, whose entries stay within ±1 where it is positive definite: within single
-precision's range however stiff a term is.
+precision's range however stiff a term is. A matrix solved many times over (a step's in the
+gradient passes) is factored in double precision instead: one solve then needs no refinement.
 """
 
 import weakref
