@@ -48,6 +48,7 @@ import numpy as np
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "scripts"))
+from blender_cloth import world_positions  # noqa: E402
 from dev_extension import load_extension  # noqa: E402
 
 ext = load_extension()
@@ -241,8 +242,12 @@ def pose_target(cloth, frame, edit):
     assert bpy.ops.diffcloth.new_target() == {"FINISHED"}
     (target,) = set(bpy.data.objects) - before
     mw = np.array(target.matrix_world)
-    x = edit(np.array([v.co for v in target.data.vertices]) @ mw[:3, :3].T + mw[:3, 3])
-    inv = np.linalg.inv(mw)
+    set_world(target, edit(np.array([v.co for v in target.data.vertices]) @ mw[:3, :3].T + mw[:3, 3]))
+
+
+def set_world(target, x):
+    """Pose the target's mesh at world positions x (n,3)."""
+    inv = np.linalg.inv(np.array(target.matrix_world))
     target.data.vertices.foreach_set("co", (x @ inv[:3, :3].T + inv[:3, 3]).ravel())
     target.data.update()
 
@@ -304,12 +309,7 @@ def consistent_row(cloth, name, side, max_iter, within):
     for target in [o for o in sc.objects if o.diffcloth.role == "TARGET"]:
         (frame,) = keyed_frames(target)
         sc.frame_set(frame)
-        baked = cloth.evaluated_get(bpy.context.evaluated_depsgraph_get())
-        mw = np.array(baked.matrix_world)
-        x = np.array([v.co for v in baked.data.vertices]) @ mw[:3, :3].T + mw[:3, 3]
-        inv = np.linalg.inv(np.array(target.matrix_world))
-        target.data.vertices.foreach_set("co", (x @ inv[:3, :3].T + inv[:3, 3]).ravel())
-        target.data.update()
+        set_world(target, world_positions(cloth))
     bpy.context.view_layer.objects.active = cloth
     assert bpy.ops.diffcloth.discard_result() == {"FINISHED"}
     return optimized_row(cloth, f"{name}, keys from its optimized bake", side, max_iter, within)[0]

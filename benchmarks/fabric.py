@@ -127,12 +127,10 @@ def artist_case(side, preset, contact, repeats, solver="LINEARIZED", proxy=0):
         add_colliders()
     cloth = triangulated_grid(side, "DiffCloth")
     diffcloth_cloth(cloth, preset)
-    cloth.diffcloth.solver = solver
+    cloth.diffcloth.solver, cloth.diffcloth.proxy_vertices = solver, proxy
     setup = convert.gather(bpy.context, "DiffCloth", need_targets=False)
-    rest, edges = setup.scene.cloth.rest, setup.scene.cloth.tension_edges
-    if proxy:
-        cloth.diffcloth.proxy_vertices = proxy
-        setup = convert.gather(bpy.context, "DiffCloth", need_targets=False)
+    # the cloth's own rest mesh and edges (its triangles' sides), with or without a proxy
+    rest, edges = world_positions(cloth), np.array([e.vertices[:] for e in cloth.data.edges])
     t_ours, t_blender, t_grad = [], [], []
     # value_and_grad of Cotton: linearized steps with friction (the colliders' default) have none built
     gradient = preset == "cotton" and (solver == "NEWTON" or not contact) and not proxy

@@ -205,7 +205,7 @@ class Potential:
         the terms that have some of those `wanted` (the rest stay zero)."""
         out = fields.zeros(self.scene, fields.PHYSICAL)
         for term, q in st.terms:
-            if set(term.fields).intersection(wanted):
+            if any(f in wanted for f in term.fields):
                 term.design_gradient(q, v, out)
         return out
 
@@ -217,7 +217,7 @@ class Potential:
         """∂(aᵀ·H̃·b)/∂p for the physical fields, as design_gradient gives ∂(∇Φ·v)/∂p."""
         out = fields.zeros(self.scene, fields.PHYSICAL)
         for term, q in st.terms:
-            if set(term.fields).intersection(wanted):
+            if any(f in wanted for f in term.fields):
                 term.design_hess(q, a, b, out)
         return out
 
