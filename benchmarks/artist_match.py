@@ -26,6 +26,7 @@ out behind the body, and swung along its side. --fold [SIDE ...]: a cloth on a f
 Collisions through the add-on, a corner stood up and then laid over the rest (16×16, 24×24, 32×32).
 --slide [SIDE ...]: physically consistent keys on resting cloth, a sheet on a table slid across it;
 --slide-friction [SIDE ...]: the same sheet sliding off the table, the table's Friction the design.
+--bar [SIDE ...]: physically consistent keys over a round bar, the sheet pulled across it to hang off-centre.
 --consistent: beside each hand-posed add-on row, the keys made consistent (set to the cloth as its
 optimized bake shows it) and Optimize run again from no force.
 --best-of [l-bfgs-b restarts]: beside each add-on row, what ten times its iterations find: L-BFGS-B
@@ -33,7 +34,7 @@ from its fit, and three random restarts (the fit pushed as a whole at every cont
 
     .envs/py313-bpy5.2/bin/python benchmarks/artist_match.py [--sizes 32 64] [--max-iter 100] [--no-addon]
         [--methods auto l-bfgs-b] [--magnitude 1e-6] [--smoothness 1e-4] [--every 0.25] [--poses whole pins-kept]
-        [--fixed-pins] [--within 10] [--cape] [--fold [16 24 32]] [--slide [20 32]] [--slide-friction [20]]
+        [--fixed-pins] [--within 10] [--cape] [--fold [16 24 32]] [--slide [20 32]] [--bar [20 32]] [--slide-friction [20]]
 """
 
 import argparse
@@ -484,10 +485,7 @@ def slide_case(side, max_iter, within, size=0.5, friction=None):
             bpy.context.scene.frame_end = frames[-1]
         else:
             cloth.location = (start[0], start[1] + SLIDE, start[2])
-        assert bpy.ops.diffcloth.simulate() == {"FINISHED"}  # New Target bakes it again converged
-        for frame in frames:
-            pose_target(cloth, frame, lambda x: x)
-        bpy.ops.diffcloth.clear_bake()
+        keys_from_here(cloth, frames)
         if friction is not None:
             bpy.data.objects["Table"].collision.cloth_friction = friction
             name = (
@@ -497,6 +495,57 @@ def slide_case(side, max_iter, within, size=0.5, friction=None):
             return optimized_row(cloth, name, side, max_iter, within, friction=True)[0]
         cloth.location = start
         name = f"{side}x{side} sheet slid {SLIDE * 100:.0f} cm across a table (keys from its simulation)"
+        return optimized_row(cloth, name, side, max_iter, within)[0]
+    finally:
+        ext.unregister()
+
+
+def keys_from_here(cloth, frames):
+    """Physically consistent keys: Simulate & Bake of the cloth where it is, New Target at frames (the
+    converged motion), the bake cleared."""
+    import bpy
+
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}  # New Target bakes it again converged
+    for frame in frames:
+        pose_target(cloth, frame, lambda x: x)
+    bpy.ops.diffcloth.clear_bake()
+
+
+BAR_OFFSET = 0.08  # m: how far off-centre the bar case's keys hang the sheet
+
+
+def bar_case(side, max_iter, within, size=0.5):
+    """Physically consistent keys over a round bar: a side×side sheet (no pins) dropped centred
+    across a horizontal bar (a 3 cm cylinder with Collision physics, Friction 30), keyed at frames 25
+    and 49 with the motion of the same sheet dropped BAR_OFFSET off-centre (it hangs lopsided, its
+    long side lower); Control Forces, Optimize from the centred drop. The keys are reached by pulling
+    the sheet across the bar."""
+    import bpy
+
+    ext.register()
+    try:
+        cloth, _ = addon_scene(side, table=True)
+        bpy.data.objects.remove(bpy.data.objects["Table"])
+        bpy.ops.mesh.primitive_cylinder_add(
+            radius=0.03, depth=1.0, location=(0.0, 0.0, -0.3), rotation=(0.0, math.pi / 2, 0.0)
+        )
+        bar = bpy.context.active_object
+        bar.name = "Bar"
+        bar.modifiers.new("Collision", "COLLISION")
+        bar.collision.cloth_friction, bar.collision.thickness_outer = 30.0, 0.01
+        cloth.vertex_groups.clear()
+        cloth.diffcloth.pin_group = ""
+        co = np.array([v.co for v in cloth.data.vertices]) * [size, size, 1.0]
+        cloth.data.vertices.foreach_set("co", co.ravel())
+        cloth.data.update()
+        top = -0.3 + 0.03 + 0.01 + 0.002  # the bar's top, its Thickness Outer and 2 mm
+        cloth.location = (0.0, BAR_OFFSET, top)
+        bpy.context.view_layer.objects.active = cloth
+        keys_from_here(cloth, (25, 49))
+        cloth.location = (0.0, 0.0, top)
+        name = (
+            f"{side}x{side} sheet hung {BAR_OFFSET * 100:.0f} cm off-centre over a round bar (keys from its simulation)"
+        )
         return optimized_row(cloth, name, side, max_iter, within)[0]
     finally:
         ext.unregister()
@@ -608,6 +657,13 @@ def main():
         metavar="SIDE",
         help="the add-on case of a cloth folding over itself (Self Collisions), side×side (default 16, 24, 32)",
     )
+    ap.add_argument(
+        "--bar",
+        type=int,
+        nargs="*",
+        metavar="SIDE",
+        help="the add-on case of physically consistent keys over a round bar, side×side (default 20)",
+    )
     args = ap.parse_args()
     global SPRINGS, PREVIEW_POSES, BEST_OF, CONSISTENT
     best = args.best_of
@@ -637,6 +693,9 @@ def main():
     if args.slide_friction is not None:
         for side in args.slide_friction or [20]:
             print(json.dumps(slide_case(side, args.max_iter, within, friction=12.0)), flush=True)
+    if args.bar is not None:
+        for side in args.bar or [20]:
+            print(json.dumps(bar_case(side, args.max_iter, within)), flush=True)
     if args.fold is not None:
         for side in args.fold or [16, 24, 32]:
             print(json.dumps(fold_case(args.max_iter, within, side)), flush=True)

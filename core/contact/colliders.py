@@ -273,12 +273,17 @@ class MeshCollider(Collider):
         return self.at(t), self.tris
 
     def _broad(self, verts):
-        """cKDTree of the triangles' centroids and each one's largest centroid-to-corner distance (a
-        static mesh's are built once)."""
+        """cKDTree of the triangles' centroids, each one's largest centroid-to-corner distance, and
+        its plane (unit normal, offset; a degenerate pose's triangle gets none: 0, 0) (a static
+        mesh's are built once)."""
         if self._tree is not None and self.vertices.ndim == 2:
             return self._tree
         centroids, reach = centroids_and_reach(verts, self.tris)
-        out = (cKDTree(centroids), reach)
+        a = verts[self.tris[:, 0]]
+        normal = np.cross(verts[self.tris[:, 1]] - a, verts[self.tris[:, 2]] - a)
+        length = np.linalg.norm(normal, axis=1)
+        normal = np.divide(normal, length[:, None], out=np.zeros_like(normal), where=length[:, None] > 0)
+        out = (cKDTree(centroids), reach, normal, _rows(normal, a))
         if self.vertices.ndim == 2:
             self._tree = out
         return out
@@ -287,7 +292,7 @@ class MeshCollider(Collider):
         """For points x (N,3) and per-point search radii: which have a surface point within their
         radius (mask), and for those their closest point q, triangle and its barycentric weights.
         radius None: every point's closest point (within its nearest centroid's distance)."""
-        tree, reach = self._broad(verts)
+        tree, reach, normal, offset = self._broad(verts)
         nearest = tree.query(x)[0]
         radius = nearest * (1 + 1e-9) + 1e-12 if radius is None else np.broadcast_to(radius, nearest.shape)
         # only points with a centroid in reach ask for all of theirs (most of a cloth is far away)
@@ -299,6 +304,10 @@ class MeshCollider(Collider):
         )
         bound = np.minimum(radius, nearest)[near]
         pairs = pairs[pairs["v"] <= bound[pairs["j"]] + reach[pairs["i"]]]
+        # and where the triangle's plane is within it: a thin collider (a bar) has all its faces within
+        # reach of every point near it, most of them facing away (the narrow phase is the cost)
+        height = _heights(x[near], pairs["j"], pairs["i"], normal, offset)
+        pairs = pairs[np.abs(height) <= bound[pairs["j"]]]
         if not len(pairs):
             return np.zeros(len(x), bool), np.zeros((0, 3)), np.zeros(0, np.int64), np.zeros((0, 3))
         point, tri = near[pairs["j"]], pairs["i"].astype(np.int64)
@@ -446,8 +455,19 @@ def _rows(a, b):
     return np.einsum("ij,ij->i", a, b)
 
 
+def _heights(x, j, i, normal, offset):
+    """Signed heights of points x[j] over the planes (normal[i], offset[i]): from the dense table of
+    every point over every plane where it is small (one product instead of two gathers, 4×
+    faster), else pair by pair."""
+    if len(x) * len(normal) <= DENSE_HEIGHTS:
+        return (x @ normal.T - offset)[j, i]
+    return _rows(x[j], normal[i]) - offset[i]
+
+
 # m: how much farther than the thickness and the step's motion a mesh's planes reach
 SEARCH_MARGIN = 0.01
+# entries of the table of every point's height over every plane a mesh's broad phase fills at most
+DENSE_HEIGHTS = 1 << 20
 # m: the least distance a two-sided mesh keeps (its side test needs the contact zone's depth)
 TWO_SIDED_SHELL = 2e-3
 
