@@ -60,14 +60,43 @@ def test_closest_points_are_no_farther_than_any_point_of_the_triangle():
     assert (np.linalg.norm(p - q, axis=1) <= sampled + 1e-12).all()
 
 
-def test_broad_phase_finds_what_every_triangle_would():
-    """MeshCollider.closest (pruned dual-tree search) against all triangles, per-point radii and none."""
-    verts, tris = uv_sphere(0.25)
-    verts = verts * [1.0, 1.6, 0.7]  # triangles of many sizes
-    mesh = dc.MeshCollider(verts, tris)
+def thin_bar(radius=0.03, length=1.0, segments=32):
+    """A capped cylinder along x: its sides are triangles as long as the bar and a few mm wide."""
+    a = np.linspace(0.0, 2 * math.pi, segments, endpoint=False)
+    ring = np.column_stack([np.zeros(segments), radius * np.cos(a), radius * np.sin(a)])
+    verts = np.concatenate([ring - [length / 2, 0, 0], ring + [length / 2, 0, 0]])
+    i = np.arange(segments)
+    j = (i + 1) % segments
+    fan = np.arange(1, segments - 1)
+    tris = np.concatenate(
+        [
+            np.column_stack([i, j, segments + j]),
+            np.column_stack([i, segments + j, segments + i]),
+            np.column_stack([np.zeros_like(fan), fan + 1, fan]),
+            np.column_stack([np.full_like(fan, segments), segments + fan, segments + fan + 1]),
+        ]
+    )
+    return verts, tris
+
+
+@pytest.mark.parametrize("shape", ["squashed sphere", "thin bar"])
+@pytest.mark.parametrize("dense", [True, False])
+def test_broad_phase_finds_what_every_triangle_would(shape, dense, monkeypatch):
+    """MeshCollider.closest (pruned dual-tree search, then the triangles whose planes are within
+    reach) against all triangles, per-point radii and none; the planes' heights from the dense table
+    and pair by pair."""
+    if not dense:
+        monkeypatch.setattr("diffcloth.core.contact.colliders.DENSE_HEIGHTS", 0)
     rng = np.random.default_rng(2)
     dirs = rng.normal(size=(600, 3))
-    pts = dirs / np.linalg.norm(dirs, axis=1)[:, None] * rng.uniform(0.15, 0.35, (600, 1)) * [1.0, 1.6, 0.7]
+    if shape == "squashed sphere":
+        verts, tris = uv_sphere(0.25)
+        verts = verts * [1.0, 1.6, 0.7]  # triangles of many sizes
+        pts = dirs / np.linalg.norm(dirs, axis=1)[:, None] * rng.uniform(0.15, 0.35, (600, 1)) * [1.0, 1.6, 0.7]
+    else:
+        verts, tris = thin_bar()
+        pts = rng.uniform([-0.6, -0.1, -0.1], [0.6, 0.1, 0.1], (600, 3))
+    mesh = dc.MeshCollider(verts, tris)
     q_all, _ = closest_on_triangles(
         np.repeat(pts, len(tris), axis=0), *(np.tile(verts[tris[:, k]], (len(pts), 1)) for k in range(3))
     )
