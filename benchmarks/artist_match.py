@@ -24,7 +24,8 @@ them in place with proportional editing. --fixed-pins turns Move Pins off. --cap
 scene through the add-on (a mesh collider, Collision physics), its hem posed at two keys: flared
 out behind the body, and swung along its side. --fold [SIDE ...]: a cloth on a floor with Self
 Collisions through the add-on, a corner stood up and then laid over the rest (16×16, 24×24, 32×32).
---slide [SIDE ...]: physically consistent keys on resting cloth, a sheet on a table slid across it;
+--slide [SIDE ...]: physically consistent keys on resting cloth, a sheet on a table slid across it
+(--proxy N: simulated through a proxy of about N vertices);
 --slide-friction [SIDE ...]: the same sheet sliding off the table, the table's Friction the design.
 --bar [SIDE ...]: physically consistent keys over a round bar, the sheet pulled across it to hang off-centre.
 --consistent: beside each hand-posed add-on row, the keys made consistent (set to the cloth as its
@@ -455,7 +456,7 @@ SLIDE = 0.12  # m: how much farther over the table's edge the slide case's keys 
 KEYED_FRICTION = 20.0  # the table's Friction in the keys of the slide case with Friction as the design
 
 
-def slide_case(side, max_iter, within, size=0.5, friction=None):
+def slide_case(side, max_iter, within, size=0.5, friction=None, proxy=None):
     """Physically consistent keys on resting cloth: a side×side sheet (no pins) lying on
     the table (Collision physics, Friction 30) 2 cm from its edge, keyed at frames 25 and 49 with
     the motion of the same sheet placed SLIDE farther out (10 cm over the edge, where friction
@@ -464,7 +465,8 @@ def slide_case(side, max_iter, within, size=0.5, friction=None):
     sheet across the table. friction (a Friction): the sheet placed 20 cm over the edge, where it
     slides off at KEYED_FRICTION (held at 30), keyed with that motion at frames 13 and 25 (the
     scene's last) and started at this Friction, where it slides faster; Optimize varies the
-    Friction alone (What May Change › Friction): a cloth that should slide less."""
+    Friction alone (What May Change › Friction): a cloth that should slide less. proxy: Proxy
+    Vertices, set before the keys are made (they are then the proxy's motion, as the artist sees it)."""
     import bpy
 
     ext.register()
@@ -472,6 +474,8 @@ def slide_case(side, max_iter, within, size=0.5, friction=None):
         cloth, _ = addon_scene(side, table=True)
         cloth.vertex_groups.clear()
         cloth.diffcloth.pin_group = ""
+        if proxy is not None:
+            cloth.diffcloth.proxy_vertices = proxy
         co = np.array([v.co for v in cloth.data.vertices]) * [size, size, 1.0]
         cloth.data.vertices.foreach_set("co", co.ravel())
         cloth.data.update()
@@ -494,7 +498,10 @@ def slide_case(side, max_iter, within, size=0.5, friction=None):
             )
             return optimized_row(cloth, name, side, max_iter, within, friction=True)[0]
         cloth.location = start
-        name = f"{side}x{side} sheet slid {SLIDE * 100:.0f} cm across a table (keys from its simulation)"
+        name = (
+            f"{side}x{side} sheet slid {SLIDE * 100:.0f} cm across a table (keys from its simulation)"
+            f"{'' if proxy is None else f', proxy {proxy}'}"
+        )
         return optimized_row(cloth, name, side, max_iter, within)[0]
     finally:
         ext.unregister()
@@ -657,6 +664,7 @@ def main():
         metavar="SIDE",
         help="the add-on case of a cloth folding over itself (Self Collisions), side×side (default 16, 24, 32)",
     )
+    ap.add_argument("--proxy", type=int, metavar="N", help="--slide: Proxy Vertices N (the keys the proxy's motion)")
     ap.add_argument(
         "--bar",
         type=int,
@@ -689,7 +697,7 @@ def main():
             print(json.dumps(cape_case(pose, args.max_iter, within)), flush=True)
     if args.slide is not None:
         for side in args.slide or [20]:
-            print(json.dumps(slide_case(side, args.max_iter, within)), flush=True)
+            print(json.dumps(slide_case(side, args.max_iter, within, proxy=args.proxy)), flush=True)
     if args.slide_friction is not None:
         for side in args.slide_friction or [20]:
             print(json.dumps(slide_case(side, args.max_iter, within, friction=12.0)), flush=True)
