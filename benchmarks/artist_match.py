@@ -197,12 +197,12 @@ def report(name, side, distances, iterations, reason, max_accel, wall):
     return out
 
 
-def addon_scene(side, table=False):
+def addon_scene(side, collider="sphere"):
     """The add-on case's scene, in a new file: a side×side 1 m grid 'Cloth' (Role Cloth, the add-on's
-    default fabric, its two +Y corners in the Pin Group 'pins'), the sphere (Role Sphere) and the
-    floor (Role Plane), or the table; 24 fps, frames 1 to 49. Returns the cloth and its pinned
-    vertices. table: instead of the sphere and the floor, a table with Collision physics (Friction
-    30) whose edge the cloth hangs over."""
+    default fabric, its two +Y corners in the Pin Group 'pins') and its collider; 24 fps, frames 1
+    to 49. Returns the cloth and its pinned vertices. collider: "sphere", the sphere (Role Sphere)
+    and the floor (Role Plane); "table", a table whose edge the cloth hangs over; "bar", a 3 cm
+    horizontal bar 30 cm under the cloth; the last two with Collision physics (Friction 30)."""
     import bpy
 
     bpy.ops.wm.read_factory_settings(use_empty=True)
@@ -217,18 +217,23 @@ def addon_scene(side, table=False):
     top = np.flatnonzero(np.isclose(co[:, 1], co[:, 1].max()))
     cloth.vertex_groups.new(name="pins").add([int(top[0]), int(top[-1])], 1.0, "REPLACE")
     cloth.diffcloth.pin_group = "pins"
-    if table:  # a 1.2 m table whose top is 30 cm under the cloth, its +y edge under the pins' side
-        bpy.ops.mesh.primitive_cube_add(size=1.0, location=(0.0, -0.35, -0.8))
-        desk = bpy.context.active_object
-        desk.name = "Table"
-        desk.scale = (1.2, 1.0, 1.0)
-        desk.modifiers.new("Collision", "COLLISION")
-        desk.collision.cloth_friction, desk.collision.thickness_outer = 30.0, 0.01
-    else:
+    if collider == "sphere":
         bpy.ops.mesh.primitive_uv_sphere_add(radius=0.25, location=(0, -0.35, -0.55))
         bpy.context.active_object.diffcloth.role = "SPHERE"
         bpy.ops.mesh.primitive_plane_add(size=4, location=(0, 0, -1))
         bpy.context.active_object.diffcloth.role = "PLANE"
+    else:
+        if collider == "table":  # 1.2 m wide, its top 30 cm under the cloth, its +y edge under the pins' side
+            bpy.ops.mesh.primitive_cube_add(size=1.0, location=(0.0, -0.35, -0.8))
+            bpy.context.active_object.scale = (1.2, 1.0, 1.0)
+        else:  # a bar along x
+            bpy.ops.mesh.primitive_cylinder_add(
+                radius=BAR_RADIUS, depth=1.0, location=(0.0, 0.0, -0.3), rotation=(0.0, math.pi / 2, 0.0)
+            )
+        body = bpy.context.active_object
+        body.name = collider.title()
+        body.modifiers.new("Collision", "COLLISION")
+        body.collision.cloth_friction, body.collision.thickness_outer = 30.0, 0.01
     bpy.context.view_layer.objects.active = cloth
     return cloth, top[[0, -1]]
 
@@ -384,7 +389,7 @@ def addon_case(side, max_iter, pose, move_pins, within, table=False, proxy=None,
 
     ext.register()
     try:
-        cloth, pins = addon_scene(side, table)
+        cloth, pins = addon_scene(side, "table" if table else "sphere")
         if proxy is not None:
             cloth.diffcloth.proxy_vertices, cloth.diffcloth.refine_iterations = proxy, refine
         t0 = time.perf_counter()
@@ -453,7 +458,20 @@ def cape_case(pose, max_iter, within):
 
 
 SLIDE = 0.12  # m: how much farther over the table's edge the slide case's keys lie
+BAR_RADIUS = 0.03  # m: the bar case's bar
+BAR_OFFSET = 0.08  # m: how far off-centre the bar case's keys hang the sheet
 KEYED_FRICTION = 20.0  # the table's Friction in the keys of the slide case with Friction as the design
+
+
+def sheet_scene(side, size, collider):
+    """addon_scene's cloth as a size×size sheet without pins, over the collider."""
+    cloth, _ = addon_scene(side, collider)
+    cloth.vertex_groups.clear()
+    cloth.diffcloth.pin_group = ""
+    co = np.array([v.co for v in cloth.data.vertices]) * [size, size, 1.0]
+    cloth.data.vertices.foreach_set("co", co.ravel())
+    cloth.data.update()
+    return cloth
 
 
 def slide_case(side, max_iter, within, size=0.5, friction=None, proxy=None):
@@ -471,14 +489,9 @@ def slide_case(side, max_iter, within, size=0.5, friction=None, proxy=None):
 
     ext.register()
     try:
-        cloth, _ = addon_scene(side, table=True)
-        cloth.vertex_groups.clear()
-        cloth.diffcloth.pin_group = ""
+        cloth = sheet_scene(side, size, "table")
         if proxy is not None:
             cloth.diffcloth.proxy_vertices = proxy
-        co = np.array([v.co for v in cloth.data.vertices]) * [size, size, 1.0]
-        cloth.data.vertices.foreach_set("co", co.ravel())
-        cloth.data.update()
         top = -0.3 + 0.01 + 0.002  # the table's top, its Thickness Outer and 2 mm
         start = (0.0, 0.15 - size / 2 - 0.02, top)  # the table's +y edge at y = 0.15
         frames = (25, 49)
@@ -518,36 +531,18 @@ def keys_from_here(cloth, frames):
     bpy.ops.diffcloth.clear_bake()
 
 
-BAR_OFFSET = 0.08  # m: how far off-centre the bar case's keys hang the sheet
-
-
 def bar_case(side, max_iter, within, size=0.5):
     """Physically consistent keys over a round bar: a side×side sheet (no pins) dropped centred
     across a horizontal bar (a 3 cm cylinder with Collision physics, Friction 30), keyed at frames 25
     and 49 with the motion of the same sheet dropped BAR_OFFSET off-centre (it hangs lopsided, its
     long side lower); Control Forces, Optimize from the centred drop. The keys are reached by pulling
     the sheet across the bar."""
-    import bpy
 
     ext.register()
     try:
-        cloth, _ = addon_scene(side, table=True)
-        bpy.data.objects.remove(bpy.data.objects["Table"])
-        bpy.ops.mesh.primitive_cylinder_add(
-            radius=0.03, depth=1.0, location=(0.0, 0.0, -0.3), rotation=(0.0, math.pi / 2, 0.0)
-        )
-        bar = bpy.context.active_object
-        bar.name = "Bar"
-        bar.modifiers.new("Collision", "COLLISION")
-        bar.collision.cloth_friction, bar.collision.thickness_outer = 30.0, 0.01
-        cloth.vertex_groups.clear()
-        cloth.diffcloth.pin_group = ""
-        co = np.array([v.co for v in cloth.data.vertices]) * [size, size, 1.0]
-        cloth.data.vertices.foreach_set("co", co.ravel())
-        cloth.data.update()
-        top = -0.3 + 0.03 + 0.01 + 0.002  # the bar's top, its Thickness Outer and 2 mm
+        cloth = sheet_scene(side, size, "bar")
+        top = -0.3 + BAR_RADIUS + 0.01 + 0.002  # the bar's top, its Thickness Outer and 2 mm
         cloth.location = (0.0, BAR_OFFSET, top)
-        bpy.context.view_layer.objects.active = cloth
         keys_from_here(cloth, (25, 49))
         cloth.location = (0.0, 0.0, top)
         name = (

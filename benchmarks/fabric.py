@@ -46,6 +46,7 @@ from dev_extension import load_extension  # noqa: E402
 ext = load_extension()
 import diffcloth.core as dc  # noqa: E402
 from diffcloth.diffcloth_addon import convert  # noqa: E402
+from diffcloth.diffcloth_addon.results import render_positions  # noqa: E402
 
 FPS, FRAMES = 24, 48
 PRESETS = pathlib.Path(bpy.utils.resource_path("LOCAL")) / "scripts" / "presets" / "cloth"
@@ -144,7 +145,7 @@ def artist_case(side, preset, contact, repeats, solver="LINEARIZED", proxy=0):
         t_blender.append(seconds)
         bpy.data.objects.remove(copy)
     st = traj.stats
-    last = traj.x[-1] if setup.embedding is None else setup.embedding.apply(traj.x[-1])
+    last = render_positions(setup, traj.x[-1])
     mine, theirs = strain_figures(last, rest, edges), strain_figures(x_blender, rest, edges)
     f, b = statistics.median(t_ours), statistics.median(t_blender)
     out = dict(
@@ -301,8 +302,9 @@ def step_convergence(side=32, frames=12, proxy=0):
     scene = setup.scene
 
     def motion(solver, substeps):
-        x = dc.simulate(scene.replace(solver=solver, substeps=substeps), keep_factors=False).x
-        return x if setup.embedding is None else np.array([setup.embedding.apply(f) for f in x])
+        return render_positions(
+            setup, dc.simulate(scene.replace(solver=solver, substeps=substeps), keep_factors=False).x
+        )
 
     reference = motion("newton", 16)
     rows = []

@@ -14,7 +14,7 @@ kind.
 import numpy as np
 from scipy.spatial import cKDTree
 
-from ..model.mesh import centroids_and_reach
+from ..model.mesh import centroids_and_reach, face_normals
 
 
 def _pose(value, what):
@@ -248,9 +248,7 @@ class MeshCollider(Collider):
         if tris.min() < 0 or tris.max() >= verts.shape[-2]:
             raise ValueError(f"a mesh collider triangle index is out of range 0..{verts.shape[-2] - 1}")
         rest = verts if verts.ndim == 2 else verts[0]
-        area2 = np.linalg.norm(
-            np.cross(rest[tris[:, 1]] - rest[tris[:, 0]], rest[tris[:, 2]] - rest[tris[:, 0]]), axis=1
-        )
+        area2 = face_normals(rest, tris)[1]
         scale = max(float(np.ptp(rest, axis=0).max()), 1e-300)
         bad = area2 <= 1e-12 * scale**2
         if bad.any():
@@ -279,11 +277,8 @@ class MeshCollider(Collider):
         if self._tree is not None and self.vertices.ndim == 2:
             return self._tree
         centroids, reach = centroids_and_reach(verts, self.tris)
-        a = verts[self.tris[:, 0]]
-        normal = np.cross(verts[self.tris[:, 1]] - a, verts[self.tris[:, 2]] - a)
-        length = np.linalg.norm(normal, axis=1)
-        normal = np.divide(normal, length[:, None], out=np.zeros_like(normal), where=length[:, None] > 0)
-        out = (cKDTree(centroids), reach, normal, _rows(normal, a))
+        normal = face_normals(verts, self.tris)[0]
+        out = (cKDTree(centroids), reach, normal, _rows(normal, verts[self.tris[:, 0]]))
         if self.vertices.ndim == 2:
             self._tree = out
         return out
@@ -324,9 +319,7 @@ class MeshCollider(Collider):
 
     def _normals(self, verts):
         """Unit face normals (T,3) and pseudonormals of the vertices (angle-weighted) and edges."""
-        a, b, c = (verts[self.tris[:, i]] for i in range(3))
-        face = np.cross(b - a, c - a)
-        face /= np.linalg.norm(face, axis=1)[:, None]
+        face = face_normals(verts, self.tris)[0]
         vertex = np.zeros_like(verts)
         for i in range(3):
             e1 = verts[self.tris[:, (i + 1) % 3]] - verts[self.tris[:, i]]

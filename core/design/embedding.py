@@ -13,13 +13,7 @@ import scipy.sparse as sp
 from scipy.spatial import cKDTree
 
 from ..contact.colliders import MeshCollider
-
-
-def _normals(x, tris):
-    """Unit normals (T,3) of triangles and their unnormalized cross products' lengths."""
-    cross = np.cross(x[tris[:, 1]] - x[tris[:, 0]], x[tris[:, 2]] - x[tris[:, 0]])
-    length = np.linalg.norm(cross, axis=1)
-    return cross / length[:, None], length
+from ..model.mesh import face_normals
 
 
 class Embedding:
@@ -33,7 +27,7 @@ class Embedding:
         mask, q, tri, bary = MeshCollider(proxy_verts, self.tris).closest(render, proxy_verts)
         assert mask.all()
         self.face, self.bary = tri, bary
-        normal, _ = _normals(proxy_verts, self.tris)
+        normal, _ = face_normals(proxy_verts, self.tris)
         self.offset = np.einsum("ij,ij->i", render - q, normal[tri])
         # the in-surface part as a sparse (R, P) weight matrix: apply is one product per axis
         rows = np.repeat(np.arange(self.n_render), 3)
@@ -62,7 +56,7 @@ class Embedding:
         x = np.asarray(x)
         if x.ndim == 3:
             return np.stack([self.apply(xk) for xk in x])
-        normal, _ = _normals(x, self.tris)
+        normal, _ = face_normals(x, self.tris)
         return self.weights @ x + self.offset[:, None] * normal[self.face]
 
     def apply_transpose(self, x, g):
@@ -70,7 +64,7 @@ class Embedding:
         positions (R,3) at apply(x) is g. The normal n = c/|c|, c = (b − a) × (c − a), changes
         with each corner: dn = (I − nnᵀ)·dc/|c|."""
         out = self.weights.T @ g
-        normal, length = _normals(x, self.tris)
+        normal, length = face_normals(x, self.tris)
         # per render vertex: o·gᵀ·dn, gathered per triangle
         t = np.zeros((len(self.tris), 3))
         np.add.at(t, self.face, self.offset[:, None] * g)
@@ -85,7 +79,7 @@ class Embedding:
 
     def apply_tangent(self, x, dx):
         """J·dx: how the render positions move (R,3) when the proxy moves by dx (P,3) at x."""
-        normal, length = _normals(x, self.tris)
+        normal, length = face_normals(x, self.tris)
         a, b, c = (x[self.tris[:, k]] for k in range(3))
         da, db, dc = (dx[self.tris[:, k]] for k in range(3))
         dcross = np.cross(db - da, c - a) + np.cross(b - a, dc - da)

@@ -96,6 +96,15 @@ def triangle_areas(verts, tris):
     return 0.5 * np.linalg.norm(np.cross(e1, e2), axis=1)
 
 
+def face_normals(x, tris):
+    """Unit normals (T,3) of triangles at positions x, by their winding (0 for a degenerate one),
+    and their cross products' lengths (twice their areas)."""
+    a = x[tris[:, 0]]
+    cross = np.cross(x[tris[:, 1]] - a, x[tris[:, 2]] - a)
+    length = np.linalg.norm(cross, axis=1)
+    return np.divide(cross, length[:, None], out=np.zeros_like(cross), where=length[:, None] > 0), length
+
+
 def edges(tris):
     """Unique edges and the hinges of interior edges.
 
