@@ -271,6 +271,7 @@ def test_friction_tangents_match_the_adjoint():
         x0=rng.normal(size=(16, 3)) * 0.01,
         v0=rng.normal(size=(16, 3)),
         contact_stiffness=100.0,
+        forces=rng.normal(size=(8, 16, 3)) * 0.01,  # friction's normal force holds against them too
     )
     forward, reverse = paired(scene, traj, a, rng)
     assert forward == pytest.approx(reverse, rel=1e-8)

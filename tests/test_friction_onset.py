@@ -66,6 +66,24 @@ def test_sliding_is_coulombs_from_the_first_step():
     assert moved[-1] == pytest.approx(expected * (t[1] ** 2) * steps * (steps + 1) / 2, rel=0.01)
 
 
+@pytest.mark.parametrize("solver", ["linearized", "newton"])
+def test_a_force_that_holds_the_cloth_up_takes_friction_with_its_weight(solver):
+    """Cotton resting on a level floor with μ 0.7, pushed along it at 0.5 m/s² by a control force
+    that also holds it up against gravity: nothing presses it on the floor, so it slides as in free
+    flight (it stayed held while the normal force was taken from gravity alone); with the push
+    alone, friction holds it."""
+    scene, _ = laid(0, 0.7, solver=solver, steps=12)
+    along = np.array([0.5, 0.0, 0.0])
+    masses = scene.cloth.masses[None, :, None]
+    lifted = scene.replace(forces=np.broadcast_to(masses * (along - scene.gravity), (12, scene.cloth.n, 3)))
+    pushed = scene.replace(forces=np.broadcast_to(masses * along, (12, scene.cloth.n, 3)))
+    free = scene.replace(colliders=[], forces=lifted.forces)
+    moved = {name: slide(s, [1.0, 0.0, 0.0])[-1] for name, s in (("lifted", lifted), ("pushed", pushed), ("free", free))}
+    assert moved["free"] > 0.02, moved
+    assert moved["lifted"] == pytest.approx(moved["free"], rel=0.05), moved
+    assert abs(moved["pushed"]) < 1e-3, moved
+
+
 def small(kind, mu):
     """A 4×4 patch moving into a 30° plane or mesh, within half a millimetre of it either side (laid
     exactly on it, every vertex would sit on the kink of min(gap, 0) in its holding force), or laid on

@@ -106,7 +106,12 @@ class StepLag:
         self.contact_at = None
         free = np.zeros(len(x), bool)
         free[potential.free] = True
-        ahead = x + h * v + h * h * sc.gravity  # where free fall takes the vertices
+        # where free fall takes the vertices, the step's control force acting (one that holds the
+        # cloth up against gravity takes the weight off the surface, and friction with it)
+        ahead = x + h * v + h * h * sc.gravity
+        u = sc.force_at(s)
+        if u is not None:
+            ahead = ahead + h * h * u / potential.masses[:, None]
         for c, col in enumerate(sc.colliders):
             if col.friction == 0.0:
                 continue
@@ -150,6 +155,7 @@ class StepLag:
                 FRICTION_EPS_V * h,
                 previous,
                 dlam_v=np.where(held[:, None], -h * rate * ahead_n[on], 0.0)[:, None],
+                dlam_u=np.where(held[:, None], -ahead_n[on], 0.0)[:, None],
                 stiff=(~held).astype(float),
             )
 
@@ -336,10 +342,24 @@ class LaggedFriction:
     found (`refit`) and solves again on the same factorization."""
 
     def __init__(
-        self, stencil, weights, n, lam, anchor, dlam, dn, danchor, mu, eps, previous=None, dlam_v=None, stiff=None
+        self,
+        stencil,
+        weights,
+        n,
+        lam,
+        anchor,
+        dlam,
+        dn,
+        danchor,
+        mu,
+        eps,
+        previous=None,
+        dlam_v=None,
+        dlam_u=None,
+        stiff=None,
     ):
         self.stencil, self.weights, self.n, self.lam, self.anchor = stencil, weights, n, lam, anchor
-        self.dlam, self.dn, self.danchor, self.dlam_v = dlam, dn, danchor, dlam_v
+        self.dlam, self.dn, self.danchor, self.dlam_v, self.dlam_u = dlam, dn, danchor, dlam_v, dlam_u
         self.stiff = np.ones(len(lam)) if stiff is None else stiff
         self.mu, self.eps, self.previous = mu, eps, previous
 
@@ -406,8 +426,9 @@ class FrictionAt:
             self.phi[:, None] * a + (self.chi * _dot(a, self.hat))[:, None] * self.hat
         )
 
-    def add_lag_gradient(self, out, out_v, v):
-        """out += ∂(v·∇D)/∂xₛ: through λ, the anchor and n(xₛ); out_v += ∂(v·∇D)/∂vₛ, through λ."""
+    def add_lag_gradient(self, out, out_v, out_u, v):
+        """out += ∂(v·∇D)/∂xₛ: through λ, the anchor and n(xₛ); out_v, out_u += ∂(v·∇D)/∂vₛ,
+        ∂(v·∇D)/∂uₛ, through λ."""
         f = self.f
         a = f.combine(v)
         g = self._dg_dw(a)
@@ -417,16 +438,18 @@ class FrictionAt:
         per = by_lam * f.dlam
         per -= np.einsum("amji,aj->ami", f.danchor, pg) + np.einsum("amji,aj->ami", f.dn, back)
         np.add.at(out, f.stencil, per)
-        if f.dlam_v is not None:
-            np.add.at(out_v, f.stencil, by_lam * f.dlam_v)
+        for dlam, into in ((f.dlam_v, out_v), (f.dlam_u, out_u)):
+            if dlam is not None:
+                np.add.at(into, f.stencil, by_lam * dlam)
 
-    def add_lag_tangent(self, out, dxs, dvs):
-        """out += (∂∇D/∂xₛ)·δxₛ + (∂∇D/∂vₛ)·δvₛ."""
+    def add_lag_tangent(self, out, dxs, dvs, dus):
+        """out += (∂∇D/∂xₛ)·δxₛ + (∂∇D/∂vₛ)·δvₛ + (∂∇D/∂uₛ)·δuₛ."""
         f = self.f
         dx = dxs[f.stencil]
         dlam = np.einsum("ami,ami->a", f.dlam, dx)
-        if f.dlam_v is not None:
-            dlam += np.einsum("ami,ami->a", f.dlam_v, dvs[f.stencil])
+        for by, d in ((f.dlam_v, dvs), (f.dlam_u, dus)):
+            if by is not None:
+                dlam += np.einsum("ami,ami->a", by, d[f.stencil])
         dn = np.einsum("amij,amj->ai", f.dn, dx)
         nr = _dot(f.n, self.rel)
         dw = -np.einsum("amij,amj->ai", f.danchor, dx)

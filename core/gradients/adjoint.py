@@ -224,7 +224,8 @@ def backward(scene, traj, gx_frames, gv_frames, lin=None, wanted=fields.PHYSICAL
         # step s's own partials, then the recursion
         px, pv = partial(gx_frames, s), partial(gv_frames, s)
         # self-contact's reaches pinned corners; friction's normal force holds against the start's velocities
-        lag_alpha, lag_v = model.potential.lag_gradient(pt, alpha_full)
+        lag_alpha, lag_v, lag_u = model.potential.lag_gradient(pt, alpha_full)
+        gforces[s // sub] -= h * lag_u
         new_gx = gx - h * hess_alpha - h * lag_alpha
         new_gv = -h * lag_v
         new_gv[free] += mf * alpha

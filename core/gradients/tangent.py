@@ -80,7 +80,7 @@ def tangent(scene, traj, direction, lin=None):
             push += potential.hess_vec(pt, pinned_step)
         if stiffness:
             push += potential.design_tangent(pt, d)
-        push += potential.lag_tangent(pt, dxs[s], dvs[s])
+        push += potential.lag_tangent(pt, dxs[s], dvs[s], d["forces"][s // sub])
         push -= d["forces"][s // sub]
         if d["damping"]:
             push += d["damping"] * model.m[:, None] * lin.velocity(s)

@@ -69,12 +69,13 @@ class Term:
     def add_third_tangent(self, q, w, b, out):
         """out += (∂H̃[w])·b."""
 
-    # what the step takes from its start state xₛ, vₛ (contact planes, friction's normal forces)
-    def add_lag_gradient(self, q, v, out, out_v):
-        """out += ∂(∇Φ·v)/∂xₛ, out_v += ∂(∇Φ·v)/∂vₛ."""
+    # what the step takes from its start state xₛ, vₛ and its control force uₛ (contact planes,
+    # friction's normal forces)
+    def add_lag_gradient(self, q, v, out, out_v, out_u):
+        """out += ∂(∇Φ·v)/∂xₛ, out_v += ∂(∇Φ·v)/∂vₛ, out_u += ∂(∇Φ·v)/∂uₛ."""
 
-    def add_lag_tangent(self, q, dxs, dvs, out):
-        """out += (∂∇Φ/∂xₛ)·δxₛ + (∂∇Φ/∂vₛ)·δvₛ."""
+    def add_lag_tangent(self, q, dxs, dvs, dus, out):
+        """out += (∂∇Φ/∂xₛ)·δxₛ + (∂∇Φ/∂vₛ)·δvₛ + (∂∇Φ/∂uₛ)·δuₛ."""
 
     # design derivatives
     def design_gradient(self, q, v, out):

@@ -58,10 +58,10 @@ class ColliderContact(Term):
     def add_third_tangent(self, c, w, b, out):
         np.add.at(out, c.active, c.third_tangent(w[c.active], b[c.active]))
 
-    def add_lag_gradient(self, c, v, out, out_v):
+    def add_lag_gradient(self, c, v, out, out_v, out_u):
         np.add.at(out, c.active, c.lag_gradient(c.y, v[c.active]))
 
-    def add_lag_tangent(self, c, dxs, dvs, out):
+    def add_lag_tangent(self, c, dxs, dvs, dus, out):
         np.add.at(out, c.active, c.lag_tangent(c.y, dxs[c.active]))
 
     # E is linear in the stiffness: its derivative is E's terms over the stiffness

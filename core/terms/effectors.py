@@ -115,7 +115,7 @@ class FieldForces(Term):
         dt = _shared(np.broadcast_to(w.c @ dwind, (3, len(w.c))).T)
         np.subtract.at(out, self.tris, (w.scale[:, None] * dt)[:, :, None] * w.c[:, None, :])
 
-    def add_lag_gradient(self, q, lam, out, out_v):
+    def add_lag_gradient(self, q, lam, out, out_v, out_u):
         """−∂(f·λ)/∂xₛ and −∂(f·λ)/∂vₛ: through c (the triangles' corners) and through each
         vertex's r and e (the fields' Jacobians)."""
         w, tris = q[1], self.tris
@@ -134,7 +134,7 @@ class FieldForces(Term):
         out -= _apply_t(w.jac[0], grad_r) + _apply_t(w.jac[2], grad_e)
         out_v -= _apply_t(w.jac[1], grad_r) + _apply_t(w.jac[3], grad_e)
 
-    def add_lag_tangent(self, q, dxs, dvs, out):
+    def add_lag_tangent(self, q, dxs, dvs, dus, out):
         """−(∂f/∂xₛ)·δxₛ − (∂f/∂vₛ)·δvₛ."""
         w, tris = q[1], self.tris
         dc = np.sum(np.cross(dxs[tris], w.opposite), axis=1)

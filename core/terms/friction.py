@@ -44,13 +44,13 @@ class CoulombFriction(Term):
         for _, fs in q:
             fs.add_hess_vec(out, v)
 
-    def add_lag_gradient(self, q, v, out, out_v):
+    def add_lag_gradient(self, q, v, out, out_v, out_u):
         for _, fs in q:
-            fs.add_lag_gradient(out, out_v, v)
+            fs.add_lag_gradient(out, out_v, out_u, v)
 
-    def add_lag_tangent(self, q, dxs, dvs, out):
+    def add_lag_tangent(self, q, dxs, dvs, dus, out):
         for _, fs in q:
-            fs.add_lag_tangent(out, dxs, dvs)
+            fs.add_lag_tangent(out, dxs, dvs, dus)
 
     def design_gradient(self, q, v, out):
         """Linear in μ and in λ, whose share `stiff` is the penalty's, linear in the contact stiffness."""

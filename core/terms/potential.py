@@ -189,16 +189,18 @@ class Potential:
         return self._sum(st, "add_third_tangent", w, b)
 
     def lag_gradient(self, st, v):
-        """∂(∇Φ·v)/∂xₛ and ∂(∇Φ·v)/∂vₛ (n,3 each): how the step's start moves its terms (a
-        mesh's planes, friction's lagged normal force, normal and anchor; zero without them)."""
-        out, out_v = np.zeros_like(st.y), np.zeros_like(st.y)
+        """∂(∇Φ·v)/∂xₛ, ∂(∇Φ·v)/∂vₛ and ∂(∇Φ·v)/∂uₛ (n,3 each): how the step's start and its
+        control force move its terms (a mesh's planes, friction's lagged normal force, normal and
+        anchor; zero without them)."""
+        out, out_v, out_u = np.zeros_like(st.y), np.zeros_like(st.y), np.zeros_like(st.y)
         for term, q in st.terms:
-            term.add_lag_gradient(q, v, out, out_v)
-        return out, out_v
+            term.add_lag_gradient(q, v, out, out_v, out_u)
+        return out, out_v, out_u
 
-    def lag_tangent(self, st, dxs, dvs):
-        """(∂∇Φ/∂xₛ)·δxₛ + (∂∇Φ/∂vₛ)·δvₛ (n,3): the forward counterpart of lag_gradient."""
-        return self._sum(st, "add_lag_tangent", dxs, dvs)
+    def lag_tangent(self, st, dxs, dvs, dus):
+        """(∂∇Φ/∂xₛ)·δxₛ + (∂∇Φ/∂vₛ)·δvₛ + (∂∇Φ/∂uₛ)·δuₛ (n,3): the forward counterpart of
+        lag_gradient."""
+        return self._sum(st, "add_lag_tangent", dxs, dvs, dus)
 
     def design_gradient(self, st, v, wanted=fields.PHYSICAL):
         """∂(∇Φ·v)/∂p for the design's physical fields (core.model.fields.PHYSICAL), computed by

@@ -43,11 +43,11 @@ class SelfContact(Term):
         if q is not None:
             q.add_hess_vec(out, v)
 
-    def add_lag_gradient(self, q, v, out, out_v):
+    def add_lag_gradient(self, q, v, out, out_v, out_u):
         if q is not None:
             q.add_lag_gradient(out, v)
 
-    def add_lag_tangent(self, q, dxs, dvs, out):
+    def add_lag_tangent(self, q, dxs, dvs, dus, out):
         if q is not None:
             q.add_lag_tangent(out, dxs)
 
