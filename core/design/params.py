@@ -503,12 +503,14 @@ class Acceleration(Param):
     def from_keys(self, theta, scene, loss, motion, lifted=True):
         """theta with the vertices the position keys take more than FROM_KEYS_OFF off `motion`
         (frames+1, n, 3: the cloth's motion at theta) given the accelerations that would carry
-        them there in free flight (least squares, nearly the least that meet the keys): lifted,
-        from the start with gravity compensated — what held them in that motion, a floor under a
-        corner to be lifted, does not where the keys take them, and the linearization of resting
-        contact gives no hint of the way up; else theta's corrected by the flight from motion to
-        the keys (a design that already lifts them). The pins and the other vertices keep
-        theta. None where nothing is far off, or θ or the loss has nothing per vertex."""
+        them there in a flight damped by the cloth's air (least squares, nearly the least beyond
+        holding them up that meet the keys): lifted, from the start held up against gravity (a
+        force that lifts them takes friction's hold with their weight) — what held them in that
+        motion, a floor under a corner to be lifted, does not where the keys take them, and the
+        linearization of resting contact gives no hint of the way up; else theta's corrected by
+        the flight from motion to the keys (a design that already lifts them). The pins and the
+        other vertices keep theta. None where nothing is far off, or θ or the loss has nothing
+        per vertex."""
         basis, targets = self._basis(scene), getattr(loss, "targets", None) or {}
         frames = sorted(f for f in targets if 0 < f <= scene.steps)
         if basis is None or not frames:
