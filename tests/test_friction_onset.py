@@ -78,7 +78,9 @@ def test_a_force_that_holds_the_cloth_up_takes_friction_with_its_weight(solver):
     lifted = scene.replace(forces=np.broadcast_to(masses * (along - scene.gravity), (12, scene.cloth.n, 3)))
     pushed = scene.replace(forces=np.broadcast_to(masses * along, (12, scene.cloth.n, 3)))
     free = scene.replace(colliders=[], forces=lifted.forces)
-    moved = {name: slide(s, [1.0, 0.0, 0.0])[-1] for name, s in (("lifted", lifted), ("pushed", pushed), ("free", free))}
+    moved = {
+        name: slide(s, [1.0, 0.0, 0.0])[-1] for name, s in (("lifted", lifted), ("pushed", pushed), ("free", free))
+    }
     assert moved["free"] > 0.02, moved
     assert moved["lifted"] == pytest.approx(moved["free"], rel=0.05), moved
     assert abs(moved["pushed"]) < 1e-3, moved
