@@ -178,6 +178,35 @@ def test_a_run_where_every_trial_fails_returns_the_start(moved_pose, monkeypatch
     assert not np.any(result.theta) and result.history == []
 
 
+def test_a_trial_that_leaves_the_motion_the_model_predicts_stops_there(monkeypatch):
+    """A trial step is rejected at the first frame where its motion leaves the motion the model
+    predicts by more than MODEL_SLACK times the largest change predicted, whatever its loss; a
+    trial the model predicts runs to the end."""
+    gn = sys.modules["diffcloth.core.design.gauss_newton"]
+    real, frames = gn.simulate, []
+
+    def counted(scene, on_frame=None, **kwargs):
+        def count(frame, x, v):
+            frames.append(frame)
+            on_frame(frame, x, v)
+
+        return real(scene, on_frame=count, **kwargs)
+
+    monkeypatch.setattr(gn, "simulate", counted)
+    scene = small_scene(steps=10)
+    design = Design(scene, [dc.ControlForces()])
+    current = real(scene).step_x
+    theta = design.theta0 + 0.5  # 0.5 m/s² on every vertex and axis
+    moved = real(design.scene(theta)).step_x
+    loss = dc.KeyframeLoss({10: current[-1] + 1.0})  # a metre off: the loss alone stops nothing
+    assert gn._below(design, loss, theta, np.inf, moved, current) is not None
+    assert frames == list(range(1, 11))
+    frames.clear()
+    short = current + 0.01 * (moved - current)  # the model predicted a hundredth of the change
+    assert gn._below(design, loss, theta, np.inf, short, current) is None
+    assert 0 < len(frames) < 10, frames
+
+
 def test_bad_input_names_the_problem(moved_pose):
     scene, loss, _ = moved_pose
     with pytest.raises(ValueError, match="unknown optimization method 'newton'.*gauss-newton"):

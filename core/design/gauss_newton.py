@@ -43,6 +43,11 @@ INNER_RTOL = 1e-2
 LAMBDA_START = 1e-3
 # consecutive failed trials at one linearization after which the run stops
 MAX_FAILURES = 10
+# a trial step whose motion leaves the model's prediction x + J·δ (RMS over the vertices, at any
+# frame) by more than this many times the largest change predicted is rejected there: the 32×32
+# bar's first trials (docs/benchmarks.md) left it by 45× at the first key, by 4× at frames 6–7;
+# accepted trials on the artist benchmarks left it by at most 2.3×
+MODEL_SLACK = 4.0
 # relative residual of the passes' step solves: far below what a step of the model needs, and
 # 18% cheaper than the adjoint's default 1e-12 (20×20, issue 15's scene)
 PASS_RTOL = 1e-8
@@ -172,7 +177,7 @@ def _iteration(design, loss, point, run, state, gtol, rtol):
                 else f"no further progress: {failures} trial steps failed to lower the loss, and the "
                 "shorter ones left would lower it by less than rtol"
             ), point
-        trial = _below(design, loss, point.theta + delta, point.value, motion)  # ρ > 0 or None
+        trial = _below(design, loss, point.theta + delta, point.value, motion, point.traj.step_x)  # ρ > 0 or None
         rho = -np.inf if trial is None else (point.value - trial.value) / predicted
         if rho > 0:
             state["lam"] *= max(1 / 3, 1 - (2 * rho - 1) ** 3)
@@ -192,17 +197,27 @@ class _Higher(Exception):
     pass
 
 
-def _below(design, loss, theta, below, guess=None):
+def _below(design, loss, theta, below, guess=None, current=None):
     """The Linearized objective at θ if it comes out below `below`, else None (also when its
     simulation fails): the simulation stops as soon as the keys passed so far, with θ's
-    regularizer, cost more, so a step that fails costs only the frames up to where it does."""
+    regularizer, cost more, so a step that fails costs only the frames up to where it does.
+    Given the motion the model predicts (guess) and the `current` one (step positions both), it
+    also stops once the motion leaves the predicted one by more than MODEL_SLACK times the
+    largest change predicted: the step is then beyond where the linearization holds."""
     budget = below - design.regularizer(theta)[0]
     spent = [0.0]
+    reach = None
+    if guess is not None and current is not None:
+        reach = MODEL_SLACK * float(np.sqrt(np.sum((guess - current) ** 2, axis=2).mean(axis=1)).max())
 
     def watch(frame, x, v):
         spent[0] += loss.at_frame(frame, x, v)
         if spent[0] >= budget:
             raise _Higher
+        if reach is not None:
+            off = x - guess[frame * design.base.substeps]
+            if np.sqrt(np.sum(off * off, axis=1).mean()) > reach:
+                raise _Higher
 
     try:
         point = Linearized(design, loss, theta, guess, on_frame=watch)
