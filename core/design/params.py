@@ -530,6 +530,7 @@ class Acceleration(Param):
             return None
         out = self._shape(theta.copy(), scene)
         damping = np.broadcast_to(scene.cloth.damping, (scene.cloth.n,))
+        hover = np.linalg.lstsq(basis, np.ones(len(basis)), rcond=None)[0]  # θ per unit acceleration held
         for c in np.unique(damping[far]):  # one flight per air damping (a joined scene may have several)
             group = far & (damping == c)
             drop, carry = self._flight(scene, c)
@@ -538,7 +539,6 @@ class Acceleration(Param):
             gram = fit.T @ fit
             gram += FROM_KEYS_RIDGE * np.trace(gram) / len(gram) * np.eye(len(gram))
             if lifted:  # from the start held up against gravity (hovering), theta's own accelerations dropped
-                hover = np.linalg.lstsq(basis, np.ones(len(basis)), rcond=None)[0]
                 out[:, group] = -hover[:, None, None] * scene.gravity
                 v0 = np.broadcast_to(scene.v0, scene.x0.shape)[None, group]
                 fall = (drop.sum(axis=1) - fit @ hover)[:, None, None] * scene.gravity  # ~0: it hovers
