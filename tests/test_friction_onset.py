@@ -155,3 +155,40 @@ def test_a_cloth_laid_on_a_collision_slope_in_blender_is_held(blank):
         centre.append(evaluated(cloth).mean(axis=0) @ downhill)
     assert abs(centre[1] - centre[0]) < 1e-4 and abs(centre[2] - centre[0]) < 1e-3, centre
     assert abs(centre[3] - centre[2]) < 0.58 * FRICTION_EPS_V * 2.8, centre  # frames 21 → 49: 2.8 s
+
+
+def test_frictions_majorizer_lies_above_its_energy_and_its_curvature():
+    """Newton's matrix after a backtracked step (terms.friction): μλφ(s)·P is the curvature of a
+    quadratic that touches friction's energy at the slip and lies above it for any step, sticking
+    (s < ε) or sliding, and it is at least the exact Hessian."""
+    from diffcloth.core.contact.penalty import LaggedFriction
+
+    rng = np.random.default_rng(3)
+    eps, none = 4e-5, np.zeros((1, 1, 3))
+    for trial in range(200):
+        n = rng.normal(size=3)
+        n /= np.linalg.norm(n)
+        slip = eps * 10 ** rng.uniform(-2, 2)  # well inside the stick to far into the slide
+        anchor = rng.normal(size=3) * 0.1
+        w = np.cross(n, rng.normal(size=3))
+        y = anchor + slip * w / np.linalg.norm(w) + rng.normal() * n  # any height over the plane
+        lam = 10 ** rng.uniform(-4, 0)
+        f = LaggedFriction(
+            np.zeros((1, 1), int),
+            np.ones(1),
+            n[None],
+            np.array([lam]),
+            anchor[None],
+            none,
+            none[..., None],
+            none[..., None],
+            0.3,
+            eps,
+        )
+        at = f.at(y[None])
+        bound = at.majorizer()[0]
+        assert np.linalg.eigvalsh(bound - at.hess[0]).min() >= -1e-9 * np.abs(bound).max()
+        for scale in (0.1, 1.0, 10.0, 100.0):
+            step = rng.normal(size=3) * slip * scale
+            model = at.energy + at.grad[0] @ step + 0.5 * step @ bound @ step
+            assert f.at((y + step)[None]).energy <= model + 1e-12 * (abs(model) + lam * eps), (trial, scale)

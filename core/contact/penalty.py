@@ -417,6 +417,13 @@ class FrictionAt:
     def add_gradient(self, out):
         self.f.spread(out, self.grad)
 
+    def majorizer(self):
+        """μλφ(s)·P (F,3,3): the curvature of the quadratic in w that touches the energy at w and
+        lies above it everywhere (f₀′(s)/s falls as s grows), at least the exact Hessian's."""
+        return (self.f.mu * self.f.lam * self.phi)[:, None, None] * (
+            np.eye(3) - self.f.n[:, :, None] * self.f.n[:, None, :]
+        )
+
     def add_hess_vec(self, out, v):
         self.f.spread(out, _mv(self.hess, self.f.combine(v)))
 

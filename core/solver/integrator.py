@@ -126,10 +126,10 @@ class StepModel:
             grad -= u
         return grad[self.free]
 
-    def matrix(self, pt, carried=None, beta=1.0, shift=0.0, projected=False):
+    def matrix(self, pt, carried=None, beta=1.0, shift=0.0, projected=False, majorized=False):
         """Storage data of M(1 + hc)(1 + shift) + h²∇²Φ at pt (see terms.base.HessianMode for
-        carried, beta and projected: with all default it is h²∇²E)."""
-        data = self.potential.hessian(pt, HessianMode(carried, beta, projected))
+        carried, beta, projected and majorized: with all default it is h²∇²E)."""
+        data = self.potential.hessian(pt, HessianMode(carried, beta, projected, majorized))
         if isinstance(data, Coupled):
             return data.plus_diagonal_data((1.0 + shift) * self.mass_data)
         return data + (1.0 + shift) * self.mass_data
@@ -321,6 +321,7 @@ class Stepper:
         self.blend = 0
         self.skip_full = 0
         self.reach = None  # the largest vertex move of the step's last accepted line search
+        self.majorized = False  # Newton's matrix takes friction's majorizer (after a step that backtracked)
         self.projected = []  # a converged step keeps its contacts itself
 
     def _refactor(self, data):
@@ -333,7 +334,7 @@ class Stepper:
         blended or shifted matrix, and a direction of negative curvature of the Newton matrix if
         one showed."""
         md = self.model
-        full = md.matrix(pt, tension)
+        full = md.matrix(pt, tension, majorized=self.majorized)
         neg = None
         if self.factor is not None:
             d, neg = pcg(md.system, full, b, self.factor, eta)
@@ -346,7 +347,7 @@ class Stepper:
         # indefinite: blend, starting from the β that last factored in this step
         if not (shift and self._refactor_shifted(pt, tension)):
             for i in range(self.blend, len(BLEND)):
-                if self._refactor(md.matrix(pt, tension, BLEND[i])):
+                if self._refactor(md.matrix(pt, tension, BLEND[i], majorized=self.majorized)):
                     self.blend = i
                     break
             else:  # clamped yet not positive definite: rounding in extreme stiffness ratios
@@ -363,7 +364,7 @@ class Stepper:
     def _refactor_shifted(self, pt, tension, beta=1.0):
         mu = self.shift
         while mu <= SHIFT_MAX:
-            if self._refactor(self.model.matrix(pt, tension, beta, shift=mu)):
+            if self._refactor(self.model.matrix(pt, tension, beta, shift=mu, majorized=self.majorized)):
                 self.shift = max(mu / 4, SHIFT_MIN)  # start lower next time
                 return True
             mu *= 4
@@ -412,7 +413,7 @@ class Stepper:
         local = guess is not None and pt is other
         tension = md.potential.newton_forces(pt) if self.tension is None else self.tension
         to_pos = h * h / md.mf[:, None]
-        self.blend, self.skip_full, self.reach = 0, 0, None
+        self.blend, self.skip_full, self.reach, self.majorized = 0, 0, None, False
         res = prev = best = np.inf
         stalled = 0
         floor = False
@@ -477,6 +478,10 @@ class Stepper:
         if self.reach is not None and big > REACH_GROWTH * self.reach:
             scale = REACH_GROWTH * self.reach / big
         new, alpha = self._search(pt, scale * d, g, x, xhat, u, s, fresh, expand)
+        # a step that backtracked overshot: friction's curvature is its majorizer's until a full
+        # step is taken (terms.friction; the character sample's steps took a quarter of the
+        # iterations)
+        self.majorized = alpha < 1.0
         if alpha > 0:
             self.reach = alpha * scale * big
         return new, alpha * scale

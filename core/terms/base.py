@@ -25,10 +25,12 @@ class Point:
 class HessianMode:
     """Which matrix a Hessian assembly builds: the exact ∇²Φ (default), with negative terms scaled
     by beta (0 clamps them; Newton's indefinite fallback), with the springs' carried Newton forces
-    (`carried`, per term, see Term.newton_forces), or the linearized step's smooth projection."""
+    (`carried`, per term, see Term.newton_forces), or the linearized step's smooth projection;
+    majorized: friction's curvature that of its majorizer (terms.friction), where Newton's last
+    step overshot."""
 
-    def __init__(self, carried=None, beta=1.0, projected=False):
-        self.carried, self.beta, self.projected = carried or {}, beta, projected
+    def __init__(self, carried=None, beta=1.0, projected=False, majorized=False):
+        self.carried, self.beta, self.projected, self.majorized = carried or {}, beta, projected, majorized
 
 
 class Term:
