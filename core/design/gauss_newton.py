@@ -41,8 +41,6 @@ INNER_MAX = 30
 INNER_RTOL = 1e-2
 # the first λ, relative to the curvature along the gradient
 LAMBDA_START = 1e-3
-# a failed trial's successor is at most this fraction of its length
-SHRINK = 0.5
 # consecutive failed trials at one linearization after which the run stops
 MAX_FAILURES = 10
 # a trial step whose motion leaves the model's prediction x + J·δ (RMS over the vertices, at any
@@ -124,23 +122,6 @@ class Krylov:
         residual = 0.0 if self.exhausted else self.beta[k - 1] * abs(y[-1])
         return y, t, residual
 
-    def damping_within(self, lam, length):
-        """The least λ ≥ lam whose step in the current basis is at most `length` long (the step's
-        length falls as λ grows)."""
-
-        def long(x):
-            return np.linalg.norm(self.solve(x)[0]) > length
-
-        if not long(lam):
-            return lam
-        lo, hi = lam, 2 * lam
-        while long(hi):
-            lo, hi = hi, 4 * hi
-        while hi > 1.05 * lo:  # bisection in log λ, to 5%
-            mid = np.sqrt(lo * hi)
-            lo, hi = (mid, hi) if long(mid) else (lo, mid)
-        return hi
-
     def step(self, lam, rtol=INNER_RTOL, most=INNER_MAX):
         """The damped step δ, its predicted decrease −(gᵀδ + ½δᵀBδ) and its predicted step
         positions x + J·δ, extending the basis until the damped system is solved to rtol."""
@@ -202,9 +183,7 @@ def _iteration(design, loss, point, run, state, gtol, rtol):
             state["lam"] *= max(1 / 3, 1 - (2 * rho - 1) ** 3)
             state["nu"] = 2.0
             break
-        # a failed step's successor is at most half as long: where λ is far below B's spectrum,
-        # doubling it alone would leave the step (and its failure) as it was
-        state["lam"] = krylov.damping_within(state["lam"] * state["nu"], SHRINK * np.linalg.norm(delta))
+        state["lam"] *= state["nu"]
         state["nu"] *= 2
     else:
         return f"no further progress: {MAX_FAILURES} trial steps failed to lower the loss", point
