@@ -167,17 +167,36 @@ def test_a_copy_saved_elsewhere_plays_its_own_cache(blank, tmp_path):
 def test_newton_keeps_to_the_character_samples_motion_in_a_third_of_the_iterations(addon, monkeypatch):
     """The character sample (cape and skirt on a walking body, Friction 0.2): where a converged
     step's solution sticks, Newton with friction's exact Hessian overshot the stick back and forth
-    (1184 iterations over 24 steps). With its majorizer after a backtracked step, the same motion."""
+    (1184 iterations over 24 steps). With its majorizer after a backtracked step, and from a step's
+    start where the last step's first Newton step backtracked, the same motion."""
     from conftest import REPO
 
     from diffcloth.core.contact.penalty import FrictionAt
+    from diffcloth.core.solver.integrator import Stepper
     from diffcloth.core.solver.simulate import simulate
     from diffcloth.diffcloth_addon import convert
 
     bpy.ops.wm.open_mainfile(filepath=str(REPO / "sample_scenes" / "character.blend"))
     scene = convert.gather(bpy.context, need_targets=False).scene.replace(solver="newton")
     assert any(col.friction > 0 for col in scene.colliders)
+    solves, converge, direction = [], Stepper._converge, Stepper._direction
+
+    def spied_converge(self, *args):  # [majorized at its first direction, its first step backtracked]
+        solves.append([None, None])
+        out = converge(self, *args)
+        solves[-1][1] = self.overshot
+        return out
+
+    def spied_direction(self, *args):
+        if solves[-1][0] is None:
+            solves[-1][0] = self.majorized
+        return direction(self, *args)
+
+    monkeypatch.setattr(Stepper, "_converge", spied_converge)
+    monkeypatch.setattr(Stepper, "_direction", spied_direction)
     majorized = simulate(scene)
+    assert [first for first, _ in solves[1:]] == [overshot for _, overshot in solves[:-1]]
+    assert any(first for first, _ in solves)
     monkeypatch.setattr(FrictionAt, "majorizer", lambda self: self.hess)
     exact = simulate(scene)
     assert majorized.stats.iterations.sum() <= exact.stats.iterations.sum() / 3

@@ -322,6 +322,7 @@ class Stepper:
         self.skip_full = 0
         self.reach = None  # the largest vertex move of the step's last accepted line search
         self.majorized = False  # Newton's matrix takes friction's majorizer (after a step that backtracked)
+        self.overshot = False  # the last integrator step's first Newton step backtracked
         self.projected = []  # a converged step keeps its contacts itself
 
     def _refactor(self, data):
@@ -413,7 +414,8 @@ class Stepper:
         local = guess is not None and pt is other
         tension = md.potential.newton_forces(pt) if self.tension is None else self.tension
         to_pos = h * h / md.mf[:, None]
-        self.blend, self.skip_full, self.reach, self.majorized = 0, 0, None, False
+        # where the last step's first Newton step overshot, this one's likely does too: start majorized
+        self.blend, self.skip_full, self.reach, self.majorized = 0, 0, None, self.overshot
         res = prev = best = np.inf
         stalled = 0
         floor = False
@@ -447,6 +449,8 @@ class Stepper:
                     continue
             old = pt
             pt, alpha = self._line_search(pt, d, g, x, xhat, u, s, fresh, blended and not local)
+            if it == 0:
+                self.overshot = self.majorized
             if alpha > 0:
                 # the mixed form's force update: the tension the linearization predicts
                 full = np.zeros_like(y)
