@@ -404,14 +404,17 @@ class LaggedFriction:
         hess = scale[:, None, None] * (
             phi[:, None, None] * proj + chi[:, None, None] * hat[:, :, None] * hat[:, None, :]
         )
-        return FrictionAt(self, rel, w, s, phi, chi, hat, float(np.dot(scale, f0)), (scale * phi)[:, None] * w, hess)
+        return FrictionAt(
+            self, rel, w, s, phi, chi, hat, proj, float(np.dot(scale, f0)), (scale * phi)[:, None] * w, hess
+        )
 
 
 class FrictionAt:
     """A LaggedFriction's terms at one set of positions, and their derivatives by the step's start."""
 
-    def __init__(self, friction, rel, w, s, phi, chi, hat, energy, grad, hess):
+    def __init__(self, friction, rel, w, s, phi, chi, hat, proj, energy, grad, hess):
         self.f, self.rel, self.w, self.s, self.phi, self.chi, self.hat = friction, rel, w, s, phi, chi, hat
+        self.proj = proj  # the tangent projectors P (F,3,3)
         self.energy, self.grad, self.hess = energy, grad, hess
 
     def add_gradient(self, out):
@@ -420,9 +423,7 @@ class FrictionAt:
     def majorizer(self):
         """μλφ(s)·P (F,3,3): the curvature of the quadratic in w that touches the energy at w and
         lies above it everywhere (f₀′(s)/s falls as s grows), at least the exact Hessian's."""
-        return (self.f.mu * self.f.lam * self.phi)[:, None, None] * (
-            np.eye(3) - self.f.n[:, :, None] * self.f.n[:, None, :]
-        )
+        return (self.f.mu * self.f.lam * self.phi)[:, None, None] * self.proj
 
     def add_hess_vec(self, out, v):
         self.f.spread(out, _mv(self.hess, self.f.combine(v)))

@@ -325,6 +325,10 @@ class Stepper:
         self.overshot = False  # the last integrator step's first Newton step backtracked
         self.projected = []  # a converged step keeps its contacts itself
 
+    def _matrix(self, pt, tension, beta=1.0, shift=0.0):
+        """Newton's matrix at pt: the carried tension, friction majorized where the last step overshot."""
+        return self.model.matrix(pt, tension, beta, shift=shift, majorized=self.majorized)
+
     def _refactor(self, data):
         self.factor = self.model.system.factor(data)
         self.factorizations += 1
@@ -335,7 +339,7 @@ class Stepper:
         blended or shifted matrix, and a direction of negative curvature of the Newton matrix if
         one showed."""
         md = self.model
-        full = md.matrix(pt, tension, majorized=self.majorized)
+        full = self._matrix(pt, tension)
         neg = None
         if self.factor is not None:
             d, neg = pcg(md.system, full, b, self.factor, eta)
@@ -348,7 +352,7 @@ class Stepper:
         # indefinite: blend, starting from the β that last factored in this step
         if not (shift and self._refactor_shifted(pt, tension)):
             for i in range(self.blend, len(BLEND)):
-                if self._refactor(md.matrix(pt, tension, BLEND[i], majorized=self.majorized)):
+                if self._refactor(self._matrix(pt, tension, BLEND[i])):
                     self.blend = i
                     break
             else:  # clamped yet not positive definite: rounding in extreme stiffness ratios
@@ -365,7 +369,7 @@ class Stepper:
     def _refactor_shifted(self, pt, tension, beta=1.0):
         mu = self.shift
         while mu <= SHIFT_MAX:
-            if self._refactor(self.model.matrix(pt, tension, beta, shift=mu, majorized=self.majorized)):
+            if self._refactor(self._matrix(pt, tension, beta, shift=mu)):
                 self.shift = max(mu / 4, SHIFT_MIN)  # start lower next time
                 return True
             mu *= 4
