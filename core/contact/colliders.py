@@ -255,7 +255,7 @@ class MeshCollider(Collider):
             raise ValueError(f"mesh collider triangle {int(np.argmax(bad))} has zero area ({int(bad.sum())} such)")
         self.vertices, self.tris, self.one_sided = verts, tris, bool(one_sided)
         self._edge_normal_index = _edge_slots(tris)
-        self._tree = None
+        self._tree = self._pseudo = None
 
     def n_poses(self):
         return 1 if self.vertices.ndim == 2 else len(self.vertices)
@@ -318,18 +318,26 @@ class MeshCollider(Collider):
         return mask, q[first], tri[first], bary[first]
 
     def _normals(self, verts):
-        """Unit face normals (T,3) and pseudonormals of the vertices (angle-weighted) and edges."""
+        """Unit face normals (T,3) and pseudonormals of the vertices (angle-weighted) and edges (a
+        static mesh's are computed once)."""
+        if self._pseudo is not None and self.vertices.ndim == 2:
+            return self._pseudo
         face = face_normals(verts, self.tris)[0]
-        vertex = np.zeros_like(verts)
+        angle = np.empty((3, len(self.tris)))
         for i in range(3):
             e1 = verts[self.tris[:, (i + 1) % 3]] - verts[self.tris[:, i]]
             e2 = verts[self.tris[:, (i + 2) % 3]] - verts[self.tris[:, i]]
             cos = np.einsum("ij,ij->i", e1, e2) / (np.linalg.norm(e1, axis=1) * np.linalg.norm(e2, axis=1))
-            np.add.at(vertex, self.tris[:, i], np.arccos(np.clip(cos, -1, 1))[:, None] * face)
+            angle[i] = np.arccos(np.clip(cos, -1, 1))
         slots, n_edges = self._edge_normal_index
-        edge = np.zeros((n_edges, 3))
-        np.add.at(edge, slots.ravel(), np.repeat(face, 3, axis=0))
-        return face, vertex, edge
+        # sums by np.bincount, per component (np.add.at on rows was most of this function's time)
+        corners, edges = self.tris.T.ravel(), slots.ravel()
+        vertex = np.stack([np.bincount(corners, (angle * face[:, k]).ravel(), len(verts)) for k in range(3)], 1)
+        edge = np.stack([np.bincount(edges, np.repeat(face[:, k], 3), n_edges) for k in range(3)], 1)
+        out = face, vertex, edge
+        if self.vertices.ndim == 2:
+            self._pseudo = out
+        return out
 
     def signed(self, x, t, radius=None):
         """Signed distance of points x (within radius of the surface; None: all) at time t
