@@ -255,7 +255,7 @@ class MeshCollider(Collider):
             raise ValueError(f"mesh collider triangle {int(np.argmax(bad))} has zero area ({int(bad.sum())} such)")
         self.vertices, self.tris, self.one_sided = verts, tris, bool(one_sided)
         self._edge_normal_index = _edge_slots(tris)
-        self._tree = self._pseudo = None
+        self._static = {}  # what a static mesh's poses share, built once (_once)
 
     def n_poses(self):
         return 1 if self.vertices.ndim == 2 else len(self.vertices)
@@ -270,18 +270,23 @@ class MeshCollider(Collider):
     def surface(self, t, centre, reach):
         return self.at(t), self.tris
 
+    def _once(self, build, verts):
+        """build(verts), kept for every later call where the mesh is static (one pose)."""
+        if self.vertices.ndim == 3:
+            return build(verts)
+        if build.__name__ not in self._static:
+            self._static[build.__name__] = build(verts)
+        return self._static[build.__name__]
+
     def _broad(self, verts):
         """cKDTree of the triangles' centroids, each one's largest centroid-to-corner distance, and
-        its plane (unit normal, offset; a degenerate pose's triangle gets none: 0, 0) (a static
-        mesh's are built once)."""
-        if self._tree is not None and self.vertices.ndim == 2:
-            return self._tree
+        its plane (unit normal, offset; a degenerate pose's triangle gets none: 0, 0)."""
+        return self._once(self._build_broad, verts)
+
+    def _build_broad(self, verts):
         centroids, reach = centroids_and_reach(verts, self.tris)
         normal = face_normals(verts, self.tris)[0]
-        out = (cKDTree(centroids), reach, normal, _rows(normal, verts[self.tris[:, 0]]))
-        if self.vertices.ndim == 2:
-            self._tree = out
-        return out
+        return cKDTree(centroids), reach, normal, _rows(normal, verts[self.tris[:, 0]])
 
     def closest(self, x, verts, radius=None):
         """For points x (N,3) and per-point search radii: which have a surface point within their
@@ -318,10 +323,10 @@ class MeshCollider(Collider):
         return mask, q[first], tri[first], bary[first]
 
     def _normals(self, verts):
-        """Unit face normals (T,3) and pseudonormals of the vertices (angle-weighted) and edges (a
-        static mesh's are computed once)."""
-        if self._pseudo is not None and self.vertices.ndim == 2:
-            return self._pseudo
+        """Unit face normals (T,3) and pseudonormals of the vertices (angle-weighted) and edges."""
+        return self._once(self._build_normals, verts)
+
+    def _build_normals(self, verts):
         face = face_normals(verts, self.tris)[0]
         angle = np.empty((3, len(self.tris)))
         for i in range(3):
@@ -334,10 +339,7 @@ class MeshCollider(Collider):
         corners, edges = self.tris.T.ravel(), slots.ravel()
         vertex = np.stack([np.bincount(corners, (angle * face[:, k]).ravel(), len(verts)) for k in range(3)], 1)
         edge = np.stack([np.bincount(edges, np.repeat(face[:, k], 3), n_edges) for k in range(3)], 1)
-        out = face, vertex, edge
-        if self.vertices.ndim == 2:
-            self._pseudo = out
-        return out
+        return face, vertex, edge
 
     def signed(self, x, t, radius=None):
         """Signed distance of points x (within radius of the surface; None: all) at time t

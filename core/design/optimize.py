@@ -205,7 +205,7 @@ def _rescue(design, loss, run, motion, reason, max_iter, tolerances):
     the run ends with and its stopping reason."""
     gtol, ftol, rtol = tolerances
     method = "gauss-newton"
-    if _stalled(run, reason, max_iter) or _missed(run, reason, max_iter):
+    if _short(run, reason, max_iter):
         # its model of the loss is wrong here: cloth resting on a collider answers an upward
         # force, in the linearization, with the contact's stiffness, ~1/(1 + h²κ) of what lifting
         # it really does. Gauss–Newton again from a start taken from the keys, where the cloth is
@@ -224,7 +224,7 @@ def _rescue(design, loss, run, motion, reason, max_iter, tolerances):
                 reason = _again(design, loss, start, run, max_iter, gtol, rtol)
                 if run.loss > before * (1 - rtol):
                     break
-    if _scannable(design) and (_stalled(run, reason, max_iter) or _missed(run, reason, max_iter)):
+    if _scannable(design) and _short(run, reason, max_iter):
         # a few factors (friction, stiffness, wind) on a loss too rough for gradients: searched
         method += ", then a scan"
         reason = _scan(design, loss, run, max_iter)
@@ -419,8 +419,10 @@ def _stalled(run, reason, max_iter):
 SCAN_MISSED = 0.01
 
 
-def _missed(run, reason, max_iter):
-    return _far(run, max_iter) and _stopped_early(run, reason, max_iter)
+def _short(run, reason, max_iter):
+    """Whether Gauss–Newton stopped early short of the keys: the loss above half its start, or a
+    key more than SCAN_MISSED off."""
+    return _stopped_early(run, reason, max_iter) and (run.loss > 0.5 * run.initial_loss or _far(run, max_iter))
 
 
 def _far(run, max_iter):
