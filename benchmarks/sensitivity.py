@@ -59,11 +59,11 @@ def gain(sc, full, start, frames, rounds, seed=0):
     return value, dx, dv
 
 
-def where(sc, x, dx, dv):
-    """The most amplified change's largest vertex: its clearance from the nearest collider and
-    distance from the nearest pin (m)."""
+def where(sc, frame, x, dx, dv):
+    """The most amplified change's largest vertex (x: the positions at `frame`): its clearance from
+    the nearest collider there and distance from the nearest pin (m)."""
     v = int(np.argmax((dx * dx).sum(axis=1) + (dv * dv).sum(axis=1)))
-    clearance = min(float(col.signed(x[v : v + 1], 0.0)[0]) for col in sc.colliders) if sc.colliders else np.inf
+    clearance = min(float(col.signed(x[v : v + 1], frame)[0]) for col in sc.colliders) if sc.colliders else np.inf
     pin = float(np.linalg.norm(x[sc.cloth.pinned] - x[v], axis=1).min()) if len(sc.cloth.pinned) else np.inf
     return v, clearance, pin
 
@@ -85,7 +85,7 @@ def main():
                 if start + frames > sc.steps:
                     continue
                 value, dx, dv = gain(sc, full, start, frames, args.rounds)
-                vertex, clearance, pin = where(sc, full.x[start], dx, dv)
+                vertex, clearance, pin = where(sc, start, full.x[start], dx, dv)
                 row = dict(side=args.side, solver=solver, start=start, frames=frames, gain=round(value, 2))
                 row.update(vertex=vertex, clearance_mm=round(clearance * 1e3), from_pin_mm=round(pin * 1e3))
                 print(json.dumps(row), flush=True)

@@ -422,7 +422,7 @@ SCAN_MISSED = 0.01
 def _short(run, reason, max_iter):
     """Whether Gauss–Newton stopped early short of the keys: the loss above half its start, or a
     key more than SCAN_MISSED off."""
-    return _stopped_early(run, reason, max_iter) and (run.loss > 0.5 * run.initial_loss or _far(run, max_iter))
+    return _stalled(run, reason, max_iter) or (_stopped_early(run, reason, max_iter) and _far(run, max_iter))
 
 
 def _far(run, max_iter):
