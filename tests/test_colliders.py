@@ -85,8 +85,7 @@ def test_broad_phase_finds_what_every_triangle_would(shape, dense, monkeypatch):
     """MeshCollider.closest (pruned dual-tree search, then the triangles whose planes are within
     reach) against all triangles, per-point radii and none; the planes' heights from the dense table
     and pair by pair."""
-    if not dense:
-        monkeypatch.setattr("diffcloth.core.contact.colliders.DENSE_HEIGHTS", 0)
+    monkeypatch.setattr("diffcloth.core.contact.colliders.DENSE_FILL", np.inf if dense else 0)
     rng = np.random.default_rng(2)
     dirs = rng.normal(size=(600, 3))
     if shape == "squashed sphere":

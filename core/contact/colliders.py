@@ -181,6 +181,8 @@ def closest_on_triangles(p, a, b, c):
     """Closest points q on triangles (a, b, c) to points p, all (N,3), and barycentric weights
     (N,3) of q (Ericson, Real-Time Collision Detection §5.1.5, vectorized): a face's interior has
     three positive weights, an edge's two, a vertex's one."""
+    if not len(p):  # a search that found nothing (most steps of a cloth apart from itself)
+        return np.zeros((0, 3)), np.zeros((0, 3))
     ab, ac, ap = b - a, c - a, p - a
     d1, d2 = np.einsum("ij,ij->i", ab, ap), np.einsum("ij,ij->i", ac, ap)
     bp = p - b
@@ -293,8 +295,12 @@ class MeshCollider(Collider):
         radius (mask), and for those their closest point q, triangle and its barycentric weights.
         radius None: every point's closest point (within its nearest centroid's distance)."""
         tree, reach, normal, offset = self._broad(verts)
-        nearest = tree.query(x)[0]
-        radius = nearest * (1 + 1e-9) + 1e-12 if radius is None else np.broadcast_to(radius, nearest.shape)
+        if radius is None:
+            nearest = tree.query(x)[0]
+            radius = nearest * (1 + 1e-9) + 1e-12
+        else:  # the nearest centroid only where it can matter (inf beyond: the far ones end early)
+            radius = np.broadcast_to(radius, (len(x),))
+            nearest = tree.query(x, distance_upper_bound=(float(radius.max()) + reach.max()) * (1 + 1e-9))[0]
         # only points with a centroid in reach ask for all of theirs (most of a cloth is far away)
         near = np.flatnonzero(nearest <= radius + reach.max())
         # every (centroid, point) pair within the largest radius, by one dual-tree traversal, kept
@@ -460,17 +466,19 @@ def _rows(a, b):
 
 def _heights(x, j, i, normal, offset):
     """Signed heights of points x[j] over the planes (normal[i], offset[i]): from the dense table of
-    every point over every plane where it is small (one product instead of two gathers, 4×
-    faster), else pair by pair."""
-    if len(x) * len(normal) <= DENSE_HEIGHTS:
+    every point over every plane where the pairs fill a third of it or more (one product instead of
+    two gathers: ~6 ns an entry against ~19 ns a pair), else pair by pair (a character's body: 2,060
+    pairs of a 188 × 864 table, 1.0 ms dense, 0.05 ms by pairs)."""
+    if len(x) * len(normal) <= DENSE_FILL * len(j):
         return (x @ normal.T - offset)[j, i]
     return _rows(x[j], normal[i]) - offset[i]
 
 
 # m: how much farther than the thickness and the step's motion a mesh's planes reach
 SEARCH_MARGIN = 0.01
-# entries of the table of every point's height over every plane a mesh's broad phase fills at most
-DENSE_HEIGHTS = 1 << 20
+# a mesh's broad phase takes the table of every point's height over every plane when it has at most
+# this many entries a pair
+DENSE_FILL = 3
 # m: the least distance a two-sided mesh keeps (its side test needs the contact zone's depth)
 TWO_SIDED_SHELL = 2e-3
 

@@ -65,11 +65,11 @@ def _near(shape, radius, blocks, moved=None):
     the blocks searched (SelfQuery.blocks: triangles against vertices); moved (a mask): only the
     pairs with a moved vertex, as the vertex or as a corner."""
     x, tris, reach = shape.x, shape.tris, shape.reach
-    if moved is None:
+    if moved is None or moved.all():
         queries = blocks
-    else:  # the moved vertices against the triangles, the vertices against the moved triangles
+    else:  # the moved vertices against the triangles, the others against the moved triangles
         moved_tris = moved[tris].any(axis=1)
-        queries = [q for t, v in blocks for q in ((t, v[moved[v]]), (t[moved_tris[t]], v))]
+        queries = [q for t, v in blocks for q in ((t, v[moved[v]]), (t[moved_tris[t]], v[~moved[v]]))]
     p, t, dist = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)], [np.zeros(0)]
     for triangles, vertices in queries:
         if len(triangles) and len(vertices):
