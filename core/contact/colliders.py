@@ -12,9 +12,8 @@ kind.
 """
 
 import numpy as np
-from scipy.spatial import cKDTree
 
-from ..model.mesh import centroids_and_reach, face_normals
+from ..model.mesh import centroids_and_reach, face_normals, search_tree
 
 
 def _pose(value, what):
@@ -288,7 +287,7 @@ class MeshCollider(Collider):
     def _build_broad(self, verts):
         centroids, reach = centroids_and_reach(verts, self.tris)
         normal = face_normals(verts, self.tris)[0]
-        return cKDTree(centroids), reach, normal, _rows(normal, verts[self.tris[:, 0]])
+        return search_tree(centroids, self.vertices.ndim == 3), reach, normal, _rows(normal, verts[self.tris[:, 0]])
 
     def closest(self, x, verts, radius=None):
         """For points x (N,3) and per-point search radii: which have a surface point within their
@@ -306,7 +305,7 @@ class MeshCollider(Collider):
         # every (centroid, point) pair within the largest radius, by one dual-tree traversal, kept
         # where the triangle can hold a point within the radius and nearer than the nearest centroid
         pairs = tree.sparse_distance_matrix(
-            cKDTree(x[near]), float(radius[near].max(initial=0.0)) + reach.max(), output_type="ndarray"
+            search_tree(x[near]), float(radius[near].max(initial=0.0)) + reach.max(), output_type="ndarray"
         )
         bound = np.minimum(radius, nearest)[near]
         pairs = pairs[pairs["v"] <= bound[pairs["j"]] + reach[pairs["i"]]]
@@ -320,7 +319,7 @@ class MeshCollider(Collider):
         corners = verts[self.tris[tri]]
         q, bary = closest_on_triangles(x[point], corners[:, 0], corners[:, 1], corners[:, 2])
         dist = np.linalg.norm(x[point] - q, axis=1)
-        order = np.lexsort((dist, point))  # per point, nearest first
+        order = np.lexsort((tri, dist, point))  # per point, nearest first (a shared edge: the lower triangle)
         first = order[np.r_[True, point[order][1:] != point[order][:-1]]]
         keep = dist[first] <= radius[point[first]]
         first = first[keep]
@@ -333,13 +332,15 @@ class MeshCollider(Collider):
         return self._once(self._build_normals, verts)
 
     def _build_normals(self, verts):
-        face = face_normals(verts, self.tris)[0]
-        angle = np.empty((3, len(self.tris)))
-        for i in range(3):
-            e1 = verts[self.tris[:, (i + 1) % 3]] - verts[self.tris[:, i]]
-            e2 = verts[self.tris[:, (i + 2) % 3]] - verts[self.tris[:, i]]
-            cos = np.einsum("ij,ij->i", e1, e2) / (np.linalg.norm(e1, axis=1) * np.linalg.norm(e2, axis=1))
-            angle[i] = np.arccos(np.clip(cos, -1, 1))
+        corner = verts[self.tris]  # (T,3,3)
+        side = np.roll(corner, -1, axis=1) - corner  # side i runs from corner i to corner i + 1
+        length = np.linalg.norm(side, axis=2)
+        face = np.cross(side[:, 0], -side[:, 2])
+        area2 = np.linalg.norm(face, axis=1)
+        face = np.divide(face, area2[:, None], out=np.zeros_like(face), where=area2[:, None] > 0)
+        # the angle at corner i, between side i and the reversed side i − 1
+        cos = -np.einsum("tij,tij->ti", side, np.roll(side, 1, axis=1)) / (length * np.roll(length, 1, axis=1))
+        angle = np.arccos(np.clip(cos, -1, 1)).T
         slots, n_edges = self._edge_normal_index
         # sums by np.bincount, per component (np.add.at on rows was most of this function's time)
         corners, edges = self.tris.T.ravel(), slots.ravel()

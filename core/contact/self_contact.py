@@ -22,9 +22,9 @@ core.numerics.linalg.Coupled carries those blocks beside the pattern.
 """
 
 import numpy as np
-from scipy.spatial import cKDTree
 
-from ..model.mesh import centroids, centroids_and_reach
+from ..model.mesh import centroids, centroids_and_reach, search_tree
+from ..numerics.keys import member, sorted_unique
 from ..numerics.timing import timed
 from .colliders import closest_on_triangles
 from .penalty import LaggedFriction, combine, deep_penalty, penalty, spread
@@ -44,20 +44,6 @@ def _dot(a, b):
     return np.einsum("ij,ij->i", a, b)
 
 
-def _unique(keys):
-    """np.unique's sorted unique values by a sort (numpy 2.3's np.unique on integers hashes:
-    9× slower on a 64×64 fold's half-million candidate keys)."""
-    keys = np.sort(keys)
-    return keys[np.r_[True, keys[1:] != keys[:-1]]] if len(keys) else keys
-
-
-def _member(sorted_keys, keys):
-    """Whether each of keys is in sorted_keys (a mask)."""
-    if not len(sorted_keys):
-        return np.zeros(len(keys), bool)
-    return sorted_keys[np.minimum(np.searchsorted(sorted_keys, keys), len(sorted_keys) - 1)] == keys
-
-
 def _near(shape, radius, blocks, moved=None):
     """(vertex, triangle) pairs (P,) each whose vertex may lie within radius of the triangle in a
     configuration (_Shape; of its centroid, beyond the triangle's reach: a cKDTree of the
@@ -73,8 +59,8 @@ def _near(shape, radius, blocks, moved=None):
     p, t, dist = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)], [np.zeros(0)]
     for triangles, vertices in queries:
         if len(triangles) and len(vertices):
-            pairs = cKDTree(shape.centroids[triangles]).sparse_distance_matrix(
-                cKDTree(x[vertices]), radius + float(reach.max()), output_type="ndarray"
+            pairs = search_tree(shape.centroids[triangles]).sparse_distance_matrix(
+                search_tree(x[vertices]), radius + float(reach.max()), output_type="ndarray"
             )
             t.append(triangles[pairs["i"]]), p.append(vertices[pairs["j"]]), dist.append(pairs["v"])
     p, t, dist = np.concatenate(p), np.concatenate(t), np.concatenate(dist)
@@ -130,7 +116,7 @@ class SelfQuery:
         corners = cloth.rest[self.tris[t]]
         q, _ = closest_on_triangles(cloth.rest[p], corners[:, 0], corners[:, 1], corners[:, 2])
         near = np.linalg.norm(cloth.rest[p] - q, axis=1) <= REST * self.distance
-        self.excluded = _unique(p[near] * self.n_tris + t[near])
+        self.excluded = sorted_unique(p[near] * self.n_tris + t[near])
 
     def _blocks(self, n):
         """What the search looks at: every triangle against every vertex, or per piece its triangles
@@ -152,13 +138,13 @@ class SelfQuery:
         keys = np.concatenate(
             [p * self.n_tris + t for p, t in (_near(shape, self.radius, self.blocks) for shape in shapes)]
         )
-        cands = Candidates(self, shapes[0], self.allowed(_unique(keys)), end)
+        cands = Candidates(self, shapes[0], self.allowed(sorted_unique(keys)), end)
         start = np.flatnonzero((cands.off <= self.distance) & (np.abs(cands.height) <= self.radius))
-        return SelfPlanes(cands, _unique(np.concatenate([start, cands.select(shapes[1], self.radius)])), x)
+        return SelfPlanes(cands, sorted_unique(np.concatenate([start, cands.select(shapes[1], self.radius)])), x)
 
     def allowed(self, keys):
         """The keys of pairs not near at rest, nor within a piece that does not collide with itself."""
-        keys = keys[~_member(self.excluded, keys)]
+        keys = keys[~member(self.excluded, keys)]
         if self.within is None or self.within.all():
             return keys
         own = self.pieces[keys // self.n_tris]
@@ -192,8 +178,8 @@ class Candidates:
         strayed = np.minimum(np.linalg.norm(end - self.x, axis=1), np.linalg.norm(end - self.end, axis=1))
         moved = strayed > 0.5 * (q.radius - q.distance)
         p, t = _near(stop, q.radius, q.blocks, moved)
-        keys = q.allowed(_unique(p * q.n_tris + t))
-        keys = keys[~_member(self.keys, keys)]
+        keys = q.allowed(sorted_unique(p * q.n_tris + t))
+        keys = keys[~member(self.keys, keys)]
         if not len(keys):
             return None
         more = Candidates(q, self.shape, keys, self.end)  # merged in key order, the known ones' geometry kept
@@ -310,7 +296,7 @@ class SelfPlanes:
         new = cands.select(stop, cands.query.distance, old)
         if not len(new):
             return None
-        chosen = _unique(np.concatenate([old, new]))
+        chosen = sorted_unique(np.concatenate([old, new]))
         out = SelfPlanes(cands, chosen, x)
         out.forced[np.searchsorted(chosen, old)] = self.forced
         return out

@@ -162,6 +162,13 @@ def centroids_and_reach(x, tris):
     return middle, np.linalg.norm(x[tris] - middle[:, None], axis=2).max(axis=1)
 
 
+def search_tree(points, rebuilt=True):
+    """A cKDTree of points (N,3). One rebuilt every step (the cloth, a moving mesh) skips the
+    balanced median splits: it builds 2–2.6× faster and searches 0.8–1.1× as fast (400 to 16k
+    points on a sheet); one built once (a static mesh) keeps them."""
+    return cKDTree(points, balanced_tree=not rebuilt, compact_nodes=not rebuilt)
+
+
 def crossing_pairs(x, tris):
     """The pairs of triangles (K,2), each sorted, that pass through each other at positions x: an
     edge of one crosses the other, whose vertices it does not share. What self-collision keeps at
@@ -176,8 +183,8 @@ def crossing_pairs(x, tris):
     centroids, reach = centroids_and_reach(x, tris)
     a, b = x[ends[:, 0]], x[ends[:, 1]]
     half = np.linalg.norm(b - a, axis=1) / 2
-    pairs = cKDTree(centroids).sparse_distance_matrix(
-        cKDTree((a + b) / 2), float(reach.max() + half.max()), output_type="ndarray"
+    pairs = search_tree(centroids).sparse_distance_matrix(
+        search_tree((a + b) / 2), float(reach.max() + half.max()), output_type="ndarray"
     )
     t, k = pairs["i"].astype(np.int64), pairs["j"].astype(np.int64)
     near = (pairs["v"] <= reach[t] + half[k]) & ~(
