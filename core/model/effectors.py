@@ -248,10 +248,11 @@ class Effector:
         return q * (turn + sf * np.cross(axis, turn)) - v
 
 
-def field_vectors(effectors, s, substeps, x, v):
+def field_vectors(effectors, s, substeps, x, v, jacobians=True):
     """The fields' pressing (wind) and pushing (extern) vectors at every vertex during step s (n,3
     each), and their derivatives by each vertex's position and velocity, (n,3,3) each, [i, a, b] =
-    ∂vector_a/∂(x or v)_b: (wind, extern, d wind/dx, d wind/dv, d extern/dx, d extern/dv)."""
+    ∂vector_a/∂(x or v)_b: (wind, extern, d wind/dx, d wind/dv, d extern/dx, d extern/dv); without
+    jacobians only the first two (three or six more evaluations of every field, by complex steps)."""
 
     def total(x, v):
         wind = np.zeros(x.shape, complex)
@@ -263,6 +264,8 @@ def field_vectors(effectors, s, substeps, x, v):
         return wind, extern
 
     wind, extern = (a.real for a in total(x.astype(complex), v.astype(complex)))
+    if not jacobians:
+        return wind, extern
     jac = np.zeros((4, len(x), 3, 3))
     by = ((1, 0), (0, 1)) if any(e.by_velocity for e in effectors) else ((1, 0),)
     for b in range(3):

@@ -44,23 +44,23 @@ def _apply_t(jac, a):
 class _Fields:
     """The fields' per-corner quantities at a step's start: c (T,3), |c|, the pressing vectors r
     and pushing vectors e per corner (T,3,3), the shared t, the forces, half the edge opposite
-    each corner (∂c/∂x_k·δ = δ × it), and the vertices' Jacobians of r and e by x and v."""
+    each corner (∂c/∂x_k·δ = δ × it), and the vertices' Jacobians of r and e by x and v (`jac`,
+    when a gradient pass first asks: a forward run needs none)."""
 
     def __init__(self, x, v, tris, wind, effectors=(), s=0, substeps=1):
         n = len(x)
+        self._start = x, v, wind is not None, effectors, s, substeps
+        self._jac = None
         a, b, c = (x[tris[:, k]] for k in range(3))
         self.c = 0.5 * np.cross(b - a, c - a)
         self.norm = np.maximum(np.linalg.norm(self.c, axis=1), 1e-300)
         r, e = np.zeros((n, 3)), np.zeros((n, 3))
-        self.jac = np.zeros((4, n, 3, 3))  # dr/dx, dr/dv, de/dx, de/dv
         if wind is not None:
             r += wind - v
-            self.jac[1] -= np.eye(3)
         if effectors:
-            wr, we, *jac = field_vectors(effectors, s, substeps, x, v)
+            wr, we = field_vectors(effectors, s, substeps, x, v, jacobians=False)
             r += wr
             e += we
-            self.jac += np.array(jac)
         self.pushing = bool(effectors) and bool(np.any(e))
         self.r, self.e = r[tris], e[tris]
         self.t = _shared(np.einsum("tkj,tj->tk", self.r, self.c))
@@ -71,6 +71,18 @@ class _Fields:
             per_corner += (PRESSURE / 3 * self.norm)[:, None, None] * _shared(self.e)
         self.force = np.zeros_like(x)
         np.add.at(self.force, tris, per_corner)
+
+    @property
+    def jac(self):
+        """dr/dx, dr/dv, de/dx, de/dv (4,n,3,3)."""
+        if self._jac is None:
+            x, v, wind, effectors, s, substeps = self._start
+            self._jac = np.zeros((4, len(x), 3, 3))
+            if wind:
+                self._jac[1] -= np.eye(3)
+            if effectors:
+                self._jac += np.array(field_vectors(effectors, s, substeps, x, v)[2:])
+        return self._jac
 
 
 class FieldForces(Term):
