@@ -21,6 +21,8 @@ A pair's Hessian couples p with t's corners, which the mesh's sparsity pattern d
 core.numerics.linalg.Coupled carries those blocks beside the pattern.
 """
 
+import functools
+
 import numpy as np
 
 from ..model.mesh import centroids, centroids_and_reach, search_tree
@@ -70,15 +72,25 @@ def _near(shape, radius, blocks, moved=None):
 
 class _Shape:
     """The triangles at positions x: unit normals (T,3), |N| (twice the areas), centroids and
-    reaches; measured once per configuration (the broad phase and the pairs then read them)."""
+    reaches; measured once per configuration (the broad phase and the pairs then read them), the
+    normals when pairs first do (a search that finds none needs only the centroids)."""
 
     def __init__(self, x, tris):
         self.x, self.tris = x, tris
-        a, b, c = (x[tris[:, i]] for i in range(3))
-        big = np.cross(b - a, c - a)
-        self.length = np.linalg.norm(big, axis=1)
-        self.unit = big / self.length[:, None]
         self.centroids, self.reach = centroids_and_reach(x, tris)
+
+    @functools.cached_property
+    def length(self):
+        return np.linalg.norm(self._big, axis=1)
+
+    @functools.cached_property
+    def unit(self):
+        return self._big / self.length[:, None]
+
+    @functools.cached_property
+    def _big(self):
+        a, b, c = (self.x[self.tris[:, i]] for i in range(3))
+        return np.cross(b - a, c - a)
 
     def height(self, p, t):
         """p's height over t's plane (P,)."""
