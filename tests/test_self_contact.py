@@ -201,3 +201,34 @@ def test_pairs_are_found_where_the_step_is_predicted_to_take_the_cloth():
     planes = query.planes(x, end)
     assert set(planes.p) >= set(range(36, 72)) - {36, 41, 66, 71}  # every loose vertex but the corners
     assert (planes.n[planes.p >= 36, 2] > 0.99).all()  # held on the side they start on, above
+
+
+def test_pieces_far_apart_skip_the_search_and_find_what_it_would():
+    """Two pieces that collide only with each other (cloths run together), moved through a
+    hundred configurations that drift apart, swing and come back within the search radius: every
+    search finds the pairs a fresh query finds, and where the pieces are far apart most searches
+    are skipped (the clearance from an earlier configuration shows them empty)."""
+    from diffcloth.core.contact import self_contact
+
+    cloth = two_layers(n=8, size=0.2, gap=0.006)
+    pieces = np.repeat([0, 1], cloth.n // 2)
+    query = self_contact.SelfQuery(cloth, 0.004, pieces, np.array([False, False]))
+    rng = np.random.default_rng(3)
+    x, top = cloth.rest.copy(), pieces == 1
+    skipped = []
+    clear = query.clearance.clear
+    query.clearance.clear = lambda b, y, radius: skipped.append(clear(b, y, radius)) or skipped[-1]
+    found = 0
+    for step in range(100):
+        lift = 0.1 * math.sin(math.pi * step / 50) ** 2  # apart up to 10 cm, then back
+        x = cloth.rest.copy()
+        x[top, 2] += lift + 0.001 * rng.normal(size=top.sum())
+        x += [0.01 * step, 0.0, 0.0]  # the whole carried along, as a walking body carries them
+        x[~top] += 0.0005 * rng.normal(size=((~top).sum(), 3))
+        end = x + [0.0, 0.0, -0.002] + 0.0005 * rng.normal(size=x.shape)
+        fresh = self_contact.SelfQuery(cloth, 0.004, pieces, np.array([False, False]))
+        got, want = query.planes(x, end), fresh.planes(x, end)
+        np.testing.assert_array_equal(got.keys, want.keys)
+        found += len(want.keys)
+    assert found > 0  # the pieces did come near
+    assert sum(skipped) > 0.4 * len(skipped)

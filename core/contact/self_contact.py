@@ -46,28 +46,71 @@ def _dot(a, b):
     return np.einsum("ij,ij->i", a, b)
 
 
-def _near(shape, radius, blocks, moved=None):
+def _near(shape, radius, blocks, moved=None, clearance=None):
     """(vertex, triangle) pairs (P,) each whose vertex may lie within radius of the triangle in a
     configuration (_Shape; of its centroid, beyond the triangle's reach: a cKDTree of the
     centroids), the triangle's own corners among them (SelfQuery.excluded leaves them out), of
     the blocks searched (SelfQuery.blocks: triangles against vertices); moved (a mask): only the
-    pairs with a moved vertex, as the vertex or as a corner."""
+    pairs with a moved vertex, as the vertex or as a corner. clearance (_Clearance): a block it
+    shows to hold no pair within radius is not searched, and one searched in vain is measured
+    for it."""
     x, tris, reach = shape.x, shape.tris, shape.reach
-    if moved is None or moved.all():
-        queries = blocks
-    else:  # the moved vertices against the triangles, the others against the moved triangles
-        moved_tris = moved[tris].any(axis=1)
-        queries = [q for t, v in blocks for q in ((t, v[moved[v]]), (t[moved_tris[t]], v[~moved[v]]))]
     p, t, dist = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)], [np.zeros(0)]
-    for triangles, vertices in queries:
-        if len(triangles) and len(vertices):
-            pairs = search_tree(shape.centroids[triangles]).sparse_distance_matrix(
-                search_tree(x[vertices]), radius + float(reach.max()), output_type="ndarray"
-            )
-            t.append(triangles[pairs["i"]]), p.append(vertices[pairs["j"]]), dist.append(pairs["v"])
+    for b, (triangles, vertices) in enumerate(blocks):
+        if not len(triangles) or not len(vertices) or (clearance is not None and clearance.clear(b, x, radius)):
+            continue
+        if moved is None or moved.all():
+            queries = [(triangles, vertices)]
+        else:  # the moved vertices against the triangles, the others against the moved triangles
+            moved_tris = moved[tris[triangles]].any(axis=1)
+            queries = [(triangles, vertices[moved[vertices]]), (triangles[moved_tris], vertices[~moved[vertices]])]
+        found = 0
+        for tri, vert in queries:
+            if len(tri) and len(vert):
+                vertex_tree = search_tree(x[vert])
+                pairs = search_tree(shape.centroids[tri]).sparse_distance_matrix(
+                    vertex_tree, radius + float(reach.max()), output_type="ndarray"
+                )
+                t.append(tri[pairs["i"]]), p.append(vert[pairs["j"]]), dist.append(pairs["v"])
+                found += len(pairs)
+        if clearance is not None and not found and len(queries) == 1:
+            clearance.measure(b, x, shape.centroids[triangles], reach[triangles], vertex_tree)
     p, t, dist = np.concatenate(p), np.concatenate(t), np.concatenate(dist)
     keep = dist <= radius + reach[t]
     return p[keep], t[keep]
+
+
+class _Clearance:
+    """Per block of the search (SelfQuery.blocks), a configuration where it held no pair near and
+    a lower bound there on every pair's distance |c − p| − reach (the vertex from the triangle's
+    centroid, less the triangle's reach): a cloth's pieces far apart are not searched again until
+    they may have come within the radius. Moving from there by d (per vertex), the triangles'
+    and the vertices' mean motions a_T and a_V and their largest departures from them u_T and u_V,
+    a pair's distance falls by at most 3·u_T + u_V + |a_T − a_V| (the centroid moves with its
+    corners' mean, the reach by at most 2·u_T): a skipped search would have found nothing."""
+
+    def __init__(self, tris, blocks):
+        self.corners = [np.unique(tris[triangles]) for triangles, _ in blocks]
+        self.vertices = [vertices for _, vertices in blocks]
+        self.at = [None] * len(blocks)  # per block: (positions, distance bound) or None
+
+    def measure(self, b, x, centroids, reach, vertex_tree):
+        """Block b searched in vain at positions x: its bound there (its vertices' cKDTree given)."""
+        self.at[b] = x, float((vertex_tree.query(centroids)[0] - reach).min())
+
+    def clear(self, b, x, radius):
+        """Whether block b can hold no pair within radius at positions x."""
+        if self.at[b] is None:
+            return False
+        ref, bound = self.at[b]
+        d = x - ref
+        shift = []
+        for idx in (self.corners[b], self.vertices[b]):
+            mean = d[idx].mean(axis=0)
+            shift.append((mean, float(np.sqrt(np.max(np.sum((d[idx] - mean) ** 2, axis=1))))))
+        (a_t, u_t), (a_v, u_v) = shift
+        fall = 3 * u_t + u_v + float(np.linalg.norm(a_t - a_v))
+        return bound - fall > radius * (1 + 1e-9) + 1e-12
 
 
 class _Shape:
@@ -121,6 +164,7 @@ class SelfQuery:
         self.n_tris = len(cloth.tris)
         self.pieces, self.within = pieces, within
         self.blocks = self._blocks(len(cloth.rest))
+        self.clearance = _Clearance(self.tris, self.blocks)
         p, t = _near(_Shape(cloth.rest, self.tris), self.radius, self.blocks)
         if pieces is not None:
             p, t = (a[pieces[p] == pieces[self.tris[t, 0]]] for a in (p, t))
@@ -148,7 +192,10 @@ class SelfQuery:
         over the triangle and within the radius of its plane at either, or passing it between."""
         shapes = _Shape(x, self.tris), _Shape(end, self.tris)
         keys = np.concatenate(
-            [p * self.n_tris + t for p, t in (_near(shape, self.radius, self.blocks) for shape in shapes)]
+            [
+                p * self.n_tris + t
+                for p, t in (_near(shape, self.radius, self.blocks, clearance=self.clearance) for shape in shapes)
+            ]
         )
         cands = Candidates(self, shapes[0], self.allowed(sorted_unique(keys)), end)
         start = np.flatnonzero((cands.off <= self.distance) & (np.abs(cands.height) <= self.radius))
@@ -176,6 +223,8 @@ class Candidates:
         height and off, else computed (off exact only within δ: every use compares it with δ)."""
         self.query, self.shape, self.x, self.keys, self.end = query, shape, shape.x, keys, end
         self.p, self.t = np.divmod(keys, query.n_tris)
+        if geometry is None and not len(keys):  # no normals to compute (pieces apart)
+            geometry = np.zeros((0, 3)), np.zeros(0), np.zeros(0), np.zeros(0)
         if geometry is None:
             height = shape.height(self.p, self.t)
             off = shape.offset(self.p, self.t, height, query.distance)
@@ -189,7 +238,7 @@ class Candidates:
         q, end = self.query, stop.x
         strayed = np.minimum(np.linalg.norm(end - self.x, axis=1), np.linalg.norm(end - self.end, axis=1))
         moved = strayed > 0.5 * (q.radius - q.distance)
-        p, t = _near(stop, q.radius, q.blocks, moved)
+        p, t = _near(stop, q.radius, q.blocks, moved, q.clearance)
         keys = q.allowed(sorted_unique(p * q.n_tris + t))
         keys = keys[~member(self.keys, keys)]
         if not len(keys):
