@@ -54,7 +54,7 @@ def _near(shape, radius, blocks, moved=None, clearance=None):
     pairs with a moved vertex, as the vertex or as a corner. clearance (_Clearance): a block it
     shows to hold no pair within radius is not searched, and one searched in vain is measured
     for it."""
-    x, tris, reach = shape.x, shape.tris, shape.reach
+    x, tris = shape.x, shape.tris
     p, t, dist = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)], [np.zeros(0)]
     for b, (triangles, vertices) in enumerate(blocks):
         if not len(triangles) or not len(vertices) or (clearance is not None and clearance.clear(b, x, radius)):
@@ -69,14 +69,16 @@ def _near(shape, radius, blocks, moved=None, clearance=None):
             if len(tri) and len(vert):
                 vertex_tree = search_tree(x[vert])
                 pairs = search_tree(shape.centroids[tri]).sparse_distance_matrix(
-                    vertex_tree, radius + float(reach.max()), output_type="ndarray"
+                    vertex_tree, radius + float(shape.reach.max()), output_type="ndarray"
                 )
                 t.append(tri[pairs["i"]]), p.append(vert[pairs["j"]]), dist.append(pairs["v"])
                 found += len(pairs)
         if clearance is not None and not found and len(queries) == 1:
-            clearance.measure(b, x, shape.centroids[triangles], reach[triangles], vertex_tree)
+            clearance.measure(b, x, shape.centroids[triangles], shape.reach[triangles], vertex_tree)
     p, t, dist = np.concatenate(p), np.concatenate(t), np.concatenate(dist)
-    keep = dist <= radius + reach[t]
+    if not len(p):  # every block skipped or empty
+        return p, t
+    keep = dist <= radius + shape.reach[t]
     return p[keep], t[keep]
 
 
@@ -114,30 +116,46 @@ class _Clearance:
 
 
 class _Shape:
-    """The triangles at positions x: unit normals (T,3), |N| (twice the areas), centroids and
-    reaches; measured once per configuration (the broad phase and the pairs then read them), the
-    normals when pairs first do (a search that finds none needs only the centroids)."""
+    """The triangles at positions x: centroids and reaches, unit normals and |N| (twice the
+    areas), each measured when first read (a configuration whose search is skipped, or finds no
+    pair, needs few or none of them); the normals of a few triangles row by row."""
 
     def __init__(self, x, tris):
         self.x, self.tris = x, tris
-        self.centroids, self.reach = centroids_and_reach(x, tris)
 
     @functools.cached_property
-    def length(self):
-        return np.linalg.norm(self._big, axis=1)
+    def _middle(self):
+        return centroids_and_reach(self.x, self.tris)
+
+    @property
+    def centroids(self):
+        return self._middle[0]
+
+    @property
+    def reach(self):
+        return self._middle[1]
 
     @functools.cached_property
-    def unit(self):
-        return self._big / self.length[:, None]
+    def _normals(self):
+        return self._rows(slice(None))
 
-    @functools.cached_property
-    def _big(self):
-        a, b, c = (self.x[self.tris[:, i]] for i in range(3))
-        return np.cross(b - a, c - a)
+    def _rows(self, t):
+        a, b, c = (self.x[self.tris[t, i]] for i in range(3))
+        big = np.cross(b - a, c - a)
+        length = np.linalg.norm(big, axis=1)
+        return big / length[:, None], length
+
+    def normals(self, t):
+        """Unit normals (P,3) and |N| (P,) of triangles t: of all of them at once (kept) unless
+        they are few."""
+        if "_normals" not in self.__dict__ and 8 * len(t) < len(self.tris):
+            return self._rows(t)
+        unit, length = self._normals
+        return unit[t], length[t]
 
     def height(self, p, t):
         """p's height over t's plane (P,)."""
-        return _dot(self.x[p] - self.centroids[t], self.unit[t])
+        return _dot(self.x[p] - self.centroids[t], self.normals(t)[0])
 
     def offset(self, p, t, height, delta):
         """How far p's projection on t's plane lies outside t (its height given), exact where it
@@ -228,7 +246,7 @@ class Candidates:
         if geometry is None:
             height = shape.height(self.p, self.t)
             off = shape.offset(self.p, self.t, height, query.distance)
-            geometry = shape.unit[self.t], shape.length[self.t], height, off
+            geometry = *shape.normals(self.t), height, off
         self.unit, self.length, self.height, self.off = geometry
 
     def widened(self, stop):
@@ -308,6 +326,8 @@ class SelfPlanes:
         weights, like the plane's, are constant: a pair's friction is a function of the start
         through λ, n and the anchor rₛ alone, which the adjoint differentiates. (On a triangle a
         few millimetres across, the centroid's motion is the contact point's.)"""
+        if not len(self.p):
+            return None
         r = self.x[self.p] - self.cands.shape.centroids[self.t]
         d = _dot(r, self.n) - scene.self_distance
         on = np.flatnonzero(d < 0)
