@@ -189,9 +189,8 @@ def _check_start(core_scene, cloth_name, colliders, start):
             )
     tol = 1e-3 * float(np.ptp(x0, axis=0).max())
     thickness = core_scene.contact_thickness
-    inside = dc.inside_at_start(core_scene.colliders, x0, tol)
-    near = dc.inside_at_start(core_scene.colliders, x0, tol - thickness) if thickness > 0 else inside
-    for obj, count, close in zip(colliders, inside, near):
+    counts = dc.inside_at_start(core_scene.colliders, x0, (tol, tol - max(thickness, 0.0)))
+    for obj, (count, close) in zip(colliders, counts):
         kind = {"PLANE": "plane", "SPHERE": "sphere"}.get(obj.diffcloth.role, "mesh")
         if count and kind == "mesh":
             raise InputError(

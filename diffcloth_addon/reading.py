@@ -188,9 +188,14 @@ def mesh_topology(obj, depsgraph):
         mesh.loop_triangles.foreach_get("vertices", tris)
         faces = np.empty(len(mesh.loop_triangles), np.int64)
         mesh.loop_triangles.foreach_get("polygon_index", faces)
-        face_edges = {k for p in mesh.polygons for k in p.edge_keys}
-        loose = np.array([e.key for e in mesh.edges if e.key not in face_edges], np.int64).reshape(-1, 2)
-        return tris.reshape(-1, 3), faces, loose
+        # the edges no face's loop runs along (each as its key: its two vertices in order)
+        used = np.empty(len(mesh.loops), np.int64)
+        mesh.loops.foreach_get("edge_index", used)
+        ends = np.empty(len(mesh.edges) * 2, np.int64)
+        mesh.edges.foreach_get("vertices", ends)
+        loose = np.ones(len(mesh.edges), bool)
+        loose[used] = False
+        return tris.reshape(-1, 3), faces, np.sort(ends.reshape(-1, 2)[loose], axis=1)
     finally:
         ev.to_mesh_clear()
 

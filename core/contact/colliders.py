@@ -526,5 +526,7 @@ def depths(colliders, x, t):
 
 def inside_at_start(colliders, x0, tol):
     """Per collider, how many of the positions x0 start deeper than tol inside it (behind a plane,
-    inside a one-sided mesh)."""
-    return [int((d < -tol).sum()) for d in depths(colliders, x0, 0.0)]
+    inside a one-sided mesh); tol a sequence: per collider a list, a count per tolerance."""
+    tols = np.atleast_1d(tol)
+    counts = [[int((d < -t).sum()) for t in tols] for d in depths(colliders, x0, 0.0)]
+    return counts if np.ndim(tol) else [c[0] for c in counts]
