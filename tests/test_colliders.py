@@ -119,25 +119,6 @@ def test_signed_distance_to_a_sphere_mesh_is_the_sphere_within_its_facets():
     assert (np.sign(signed[clear]) == np.sign(exact[clear])).all()
 
 
-def test_a_moving_mesh_answers_at_every_time_as_its_pose_held_still():
-    """A moving mesh builds its triangles' data for many frames at once (MeshCollider._once): its
-    signed distances and step planes at frames on both sides of a batch's end, and between frames,
-    are those of its pose there held still (a static mesh, built alone)."""
-    verts, tris = uv_sphere(0.25)
-    frames = np.arange(40)[:, None, None]
-    poses = verts * (1 + 0.3 * np.sin(0.2 * frames)) * [1.0, 1.4, 0.8] + 0.01 * frames * [1.0, 0.0, 0.5]
-    moving = dc.MeshCollider(poses, tris, one_sided=True)
-    rng = np.random.default_rng(4)
-    for t in (0.0, 7.0, 15.0, 16.0, 31.0, 32.0, 39.0, 12.5):
-        pts = rng.normal(size=(300, 3)) * 0.3 + moving.at(t).mean(axis=0)
-        still = moving.frozen(t)
-        np.testing.assert_array_equal(moving.signed(pts, t), still.signed(pts, 0.0))
-        v = rng.normal(size=pts.shape)
-        got, want = moving.begin_step(pts, v, t, t, 0.04, 0.01), still.begin_step(pts, v, 0.0, 0.0, 0.04, 0.01)
-        for name in ("vertices", "q", "n", "curv", "face", "bary"):
-            np.testing.assert_array_equal(getattr(got, name), getattr(want, name))
-
-
 def test_bad_mesh_colliders_are_named():
     verts, tris = box((1, 1, 1))
     with pytest.raises(ValueError, match="no triangles"):

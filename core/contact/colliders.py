@@ -271,45 +271,29 @@ class MeshCollider(Collider):
     def surface(self, t, centre, reach):
         return self.at(t), self.tris
 
-    def _once(self, build, verts, t=None):
-        """build's per-triangle data of the pose verts (at time t, if known): a static mesh's built
-        once; a moving mesh's at a frame built with the FRAMES_AT_ONCE frames around it in one
-        call (at a body's few hundred triangles numpy's per-call overhead is most of the cost),
-        between frames each time. build takes poses (F,V,3) and returns arrays (F,...)."""
-        if self.vertices.ndim == 3 and t is not None and t == int(t):
-            chunk, f = divmod(int(t), FRAMES_AT_ONCE)
-            key = build.__name__, chunk
-            if key not in self._static:
-                self._static[key] = build(self.vertices[chunk * FRAMES_AT_ONCE : (chunk + 1) * FRAMES_AT_ONCE])
-            return tuple(a[f] for a in self._static[key])
+    def _once(self, build, verts):
+        """build(verts), kept for every later call where the mesh is static (one pose)."""
         if self.vertices.ndim == 3:
-            return tuple(a[0] for a in build(verts[None]))
+            return build(verts)
         if build.__name__ not in self._static:
-            self._static[build.__name__] = tuple(a[0] for a in build(verts[None]))
+            self._static[build.__name__] = build(verts)
         return self._static[build.__name__]
 
-    def _broad(self, verts, t=None):
+    def _broad(self, verts):
         """cKDTree of the triangles' centroids, each one's largest centroid-to-corner distance, and
-        its plane (unit normal, offset; a degenerate pose's triangle gets none: 0, 0). A static
-        mesh's tree is built once, balanced; a moving one's each time (search_tree)."""
-        centroids, reach, normal, offset = self._once(self._build_broad, verts, t)
-        if self.vertices.ndim == 3:
-            return search_tree(centroids), reach, normal, offset
-        if "tree" not in self._static:
-            self._static["tree"] = search_tree(centroids, rebuilt=False)
-        return self._static["tree"], reach, normal, offset
+        its plane (unit normal, offset; a degenerate pose's triangle gets none: 0, 0)."""
+        return self._once(self._build_broad, verts)
 
-    def _build_broad(self, poses):
-        centroids, reach = centroids_and_reach(poses, self.tris)
-        normal = face_normals(poses, self.tris)[0]
-        return centroids, reach, normal, np.einsum("...ij,...ij->...i", normal, poses[..., self.tris[:, 0], :])
+    def _build_broad(self, verts):
+        centroids, reach = centroids_and_reach(verts, self.tris)
+        normal = face_normals(verts, self.tris)[0]
+        return search_tree(centroids, self.vertices.ndim == 3), reach, normal, _rows(normal, verts[self.tris[:, 0]])
 
-    def closest(self, x, verts, radius=None, t=None):
+    def closest(self, x, verts, radius=None):
         """For points x (N,3) and per-point search radii: which have a surface point within their
         radius (mask), and for those their closest point q, triangle and its barycentric weights.
-        radius None: every point's closest point (within its nearest centroid's distance). t: the
-        time of the pose verts, if known (_once)."""
-        tree, reach, normal, offset = self._broad(verts, t)
+        radius None: every point's closest point (within its nearest centroid's distance)."""
+        tree, reach, normal, offset = self._broad(verts)
         if radius is None:
             nearest = tree.query(x)[0]
             radius = nearest * (1 + 1e-9) + 1e-12
@@ -343,45 +327,38 @@ class MeshCollider(Collider):
         mask[point[first]] = True
         return mask, q[first], tri[first], bary[first]
 
-    def _normals(self, verts, t=None):
+    def _normals(self, verts):
         """Unit face normals (T,3) and pseudonormals of the vertices (angle-weighted) and edges."""
-        return self._once(self._build_normals, verts, t)
+        return self._once(self._build_normals, verts)
 
-    def _build_normals(self, poses):
-        corner = poses[..., self.tris, :]  # (F,T,3,3)
-        side = np.roll(corner, -1, axis=-2) - corner  # side i runs from corner i to corner i + 1
-        length = np.linalg.norm(side, axis=-1)
-        face = np.cross(side[..., 0, :], -side[..., 2, :])
-        area2 = np.linalg.norm(face, axis=-1)
-        face = np.divide(face, area2[..., None], out=np.zeros_like(face), where=area2[..., None] > 0)
+    def _build_normals(self, verts):
+        corner = verts[self.tris]  # (T,3,3)
+        side = np.roll(corner, -1, axis=1) - corner  # side i runs from corner i to corner i + 1
+        length = np.linalg.norm(side, axis=2)
+        face = np.cross(side[:, 0], -side[:, 2])
+        area2 = np.linalg.norm(face, axis=1)
+        face = np.divide(face, area2[:, None], out=np.zeros_like(face), where=area2[:, None] > 0)
         # the angle at corner i, between side i and the reversed side i − 1
-        cos = -np.einsum("...ij,...ij->...i", side, np.roll(side, 1, axis=-2)) / (length * np.roll(length, 1, axis=-1))
-        angle = np.arccos(np.clip(cos, -1, 1)).swapaxes(-1, -2)  # (F,3,T)
+        cos = -np.einsum("tij,tij->ti", side, np.roll(side, 1, axis=1)) / (length * np.roll(length, 1, axis=1))
+        angle = np.arccos(np.clip(cos, -1, 1)).T
         slots, n_edges = self._edge_normal_index
-        # sums by np.bincount, per component, every pose's bins after the last's (np.add.at on rows
-        # was most of this function's time)
-        n_poses, n_verts = poses.shape[0], poses.shape[1]
-        corners = (np.arange(n_poses)[:, None] * n_verts + self.tris.T.ravel()).ravel()
-        edges = (np.arange(n_poses)[:, None] * n_edges + slots.ravel()).ravel()
-        vertex = np.stack(
-            [np.bincount(corners, (angle * face[:, None, :, k]).ravel(), n_poses * n_verts) for k in range(3)], 1
-        )
-        edge = np.stack(
-            [np.bincount(edges, np.repeat(face[..., k], 3, axis=-1).ravel(), n_poses * n_edges) for k in range(3)], 1
-        )
-        return face, vertex.reshape(n_poses, n_verts, 3), edge.reshape(n_poses, n_edges, 3)
+        # sums by np.bincount, per component (np.add.at on rows was most of this function's time)
+        corners, edges = self.tris.T.ravel(), slots.ravel()
+        vertex = np.stack([np.bincount(corners, (angle * face[:, k]).ravel(), len(verts)) for k in range(3)], 1)
+        edge = np.stack([np.bincount(edges, np.repeat(face[:, k], 3), n_edges) for k in range(3)], 1)
+        return face, vertex, edge
 
     def signed(self, x, t, radius=None):
         """Signed distance of points x (within radius of the surface; None: all) at time t
         (one-sided: negative inside; two-sided: unsigned), +inf elsewhere."""
         verts = self.at(t)
         out = np.full(len(x), np.inf)
-        mask, q, tri, bary = self.closest(x, verts, radius, t)
+        mask, q, tri, bary = self.closest(x, verts, radius)
         if mask.any():
             rel = x[mask] - q
             out[mask] = np.linalg.norm(rel, axis=1)
             if self.one_sided:
-                out[mask] *= self._side(rel, tri, bary, self._normals(verts, t))
+                out[mask] *= self._side(rel, tri, bary, self._normals(verts))
         return out
 
     def _side(self, rel, tri, bary, normals):
@@ -403,11 +380,11 @@ class MeshCollider(Collider):
         thickness plus twice the distance their velocity covers plus a margin."""
         verts = self.at(t1)
         radius = thickness + 2 * h * np.linalg.norm(v, axis=1) + SEARCH_MARGIN
-        mask, q, tri, bary = self.closest(x, verts, radius, t1)
+        mask, q, tri, bary = self.closest(x, verts, radius)
         idx = np.flatnonzero(mask)
         rel = x[idx] - q
         dist = np.linalg.norm(rel, axis=1)
-        normals = self._normals(verts, t1)
+        normals = self._normals(verts)
         face_n = normals[0][tri]
         interior = (bary > 1e-12).all(axis=1) | (dist < 1e-12)
         if self.one_sided:  # inside or out, a face pushes along its outward normal
@@ -500,8 +477,6 @@ def _heights(x, j, i, normal, offset):
 
 # m: how much farther than the thickness and the step's motion a mesh's planes reach
 SEARCH_MARGIN = 0.01
-# a moving mesh's per-triangle data (MeshCollider._once) is built for this many frames at once
-FRAMES_AT_ONCE = 16
 # a mesh's broad phase takes the table of every point's height over every plane when it has at most
 # this many entries a pair
 DENSE_FILL = 3

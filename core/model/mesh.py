@@ -101,11 +101,11 @@ def triangle_areas(verts, tris):
 
 def face_normals(x, tris):
     """Unit normals (T,3) of triangles at positions x, by their winding (0 for a degenerate one),
-    and their cross products' lengths (twice their areas); of poses (F,V,3): (F,T,3) and (F,T)."""
-    a = x[..., tris[:, 0], :]
-    cross = np.cross(x[..., tris[:, 1], :] - a, x[..., tris[:, 2], :] - a)
-    length = np.linalg.norm(cross, axis=-1)
-    return np.divide(cross, length[..., None], out=np.zeros_like(cross), where=length[..., None] > 0), length
+    and their cross products' lengths (twice their areas)."""
+    a = x[tris[:, 0]]
+    cross = np.cross(x[tris[:, 1]] - a, x[tris[:, 2]] - a)
+    length = np.linalg.norm(cross, axis=1)
+    return np.divide(cross, length[:, None], out=np.zeros_like(cross), where=length[:, None] > 0), length
 
 
 def edges(tris):
@@ -150,17 +150,16 @@ def lumped_masses(verts, tris, total_mass):
 
 
 def centroids(x, tris):
-    """Each triangle's centroid (T,3) at positions x, or (F,T,3) of poses (F,V,3) (a sum of its
-    corners: a mean over an axis of (T,3,3) was 4.7× slower)."""
-    return (x[..., tris[:, 0], :] + x[..., tris[:, 1], :] + x[..., tris[:, 2], :]) / 3
+    """Each triangle's centroid at positions x (T,3) (a sum of its corners: a mean over an axis
+    of (T,3,3) was 4.7× slower)."""
+    return (x[tris[:, 0]] + x[tris[:, 1]] + x[tris[:, 2]]) / 3
 
 
 def centroids_and_reach(x, tris):
-    """Each triangle's centroid (T,3) and its largest centroid-to-corner distance (T,), per pose
-    for poses (F,V,3): a triangle lies within its reach of its centroid (what the cKDTree broad
-    phases search by)."""
+    """Each triangle's centroid (T,3) and its largest centroid-to-corner distance (T,): a triangle
+    lies within its reach of its centroid (what the cKDTree broad phases search by)."""
     middle = centroids(x, tris)
-    return middle, np.linalg.norm(x[..., tris, :] - middle[..., None, :], axis=-1).max(axis=-1)
+    return middle, np.linalg.norm(x[tris] - middle[:, None], axis=2).max(axis=1)
 
 
 def search_tree(points, rebuilt=True):
