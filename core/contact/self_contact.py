@@ -97,8 +97,9 @@ class _Clearance:
         self.at = [None] * len(blocks)  # per block: (positions, distance bound) or None
 
     def measure(self, b, x, centroids, reach, vertex_tree):
-        """Block b searched in vain at positions x: its bound there (its vertices' cKDTree given)."""
-        self.at[b] = x, float((vertex_tree.query(centroids)[0] - reach).min())
+        """Block b searched in vain at positions x: its bound there (its vertices' cKDTree given).
+        A copy of x: a step's result is moved out of colliders in place afterwards (project_out)."""
+        self.at[b] = x.copy(), float((vertex_tree.query(centroids)[0] - reach).min())
 
     def clear(self, b, x, radius):
         """Whether block b can hold no pair within radius at positions x."""
