@@ -321,3 +321,12 @@ def test_friction_costs_newton_few_iterations():
         assert traj.stats.converged.all()
         iterations[mu] = traj.stats.iterations.mean()
     assert iterations[0.5] <= 1.5 * iterations[0.0], iterations
+
+
+def test_inside_at_start_counts_the_vertices_deeper_than_each_tolerance():
+    """inside_at_start: per collider, the positions deeper inside it than the tolerance (a
+    sequence of tolerances: a count for each, from one measurement of the depths)."""
+    ball, floor = dc.Sphere([0.0, 0.0, 0.0], 0.5), dc.Plane([0.0, 0.0, -1.0], [0.0, 0.0, 1.0])
+    x = np.array([[0.0, 0.0, 0.45], [0.0, 0.0, 0.2], [0.0, 0.0, 0.9], [0.0, 0.0, -1.03]])
+    assert dc.inside_at_start([ball, floor], x, 0.01) == [2, 1]
+    assert dc.inside_at_start([ball, floor], x, (0.01, 0.1, 0.4)) == [[2, 1, 0], [1, 0, 0]]
