@@ -64,7 +64,6 @@ def _near(shape, radius, blocks, moved=None, clearance=None):
         else:  # the moved vertices against the triangles, the others against the moved triangles
             moved_tris = moved[tris[triangles]].any(axis=1)
             queries = [(triangles, vertices[moved[vertices]]), (triangles[moved_tris], vertices[~moved[vertices]])]
-        found = 0
         for tri, vert in queries:
             if len(tri) and len(vert):
                 vertex_tree = search_tree(x[vert])
@@ -72,9 +71,8 @@ def _near(shape, radius, blocks, moved=None, clearance=None):
                     vertex_tree, radius + float(shape.reach.max()), output_type="ndarray"
                 )
                 t.append(tri[pairs["i"]]), p.append(vert[pairs["j"]]), dist.append(pairs["v"])
-                found += len(pairs)
-        if clearance is not None and not found and len(queries) == 1:
-            clearance.measure(b, x, shape.centroids[triangles], shape.reach[triangles], vertex_tree)
+                if clearance is not None and not len(pairs) and len(queries) == 1:  # the whole block, in vain
+                    clearance.measure(b, x, shape.centroids[tri], shape.reach[tri], vertex_tree)
     p, t, dist = np.concatenate(p), np.concatenate(t), np.concatenate(dist)
     if not len(p):  # every block skipped or empty
         return p, t
@@ -106,14 +104,15 @@ class _Clearance:
         if self.at[b] is None:
             return False
         ref, bound = self.at[b]
-        d = x - ref
-        shift = []
-        for idx in (self.corners[b], self.vertices[b]):
-            mean = d[idx].mean(axis=0)
-            shift.append((mean, float(np.sqrt(np.max(np.sum((d[idx] - mean) ** 2, axis=1))))))
-        (a_t, u_t), (a_v, u_v) = shift
+        (a_t, u_t), (a_v, u_v) = (_motion(x[idx] - ref[idx]) for idx in (self.corners[b], self.vertices[b]))
         fall = 3 * u_t + u_v + float(np.linalg.norm(a_t - a_v))
         return bound - fall > radius * (1 + 1e-9) + 1e-12
+
+
+def _motion(d):
+    """Displacements d (K,3): their mean and their largest departure from it."""
+    mean = d.mean(axis=0)
+    return mean, float(np.sqrt(np.max(np.sum((d - mean) ** 2, axis=1))))
 
 
 class _Shape:
