@@ -8,6 +8,7 @@ import pytest
 import diffcloth.core as dc
 from diffcloth.core.numerics import linalg
 from diffcloth.core.numerics.linalg import Coupled
+from diffcloth.core.numerics.scatter import scatter_add
 from diffcloth.core.solver.integrator import StepModel
 
 
@@ -104,3 +105,21 @@ def test_a_small_coupled_matrix_is_factored_banded_in_its_own_order_and_solves_e
     finally:
         linalg.COUPLED_BANDED_LIMIT = limit
     assert hasattr(sparse.solve, "__self__") and np.allclose(sparse.solve(rhs), want, rtol=1e-10, atol=1e-12)
+
+
+def test_scatter_add_sums_repeated_indices_as_add_at():
+    """scatter_add against np.add.at: rows of a (n,3) array, a 1-D array, and a strided view."""
+    rng = np.random.default_rng(3)
+    tris = rng.integers(0, 7, (40, 3))  # every index repeated
+    values = rng.standard_normal((40, 3, 3))
+    for shape, index, vals in (((7, 3), tris, values), ((7,), tris, values[..., 0])):
+        start = rng.standard_normal(shape)
+        want, got = start.copy(), start.copy()
+        np.add.at(want, index, vals)
+        scatter_add(got, index, vals)
+        np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13)
+    base = rng.standard_normal((7, 6))
+    want, got = base.copy(), base.copy()
+    np.add.at(want[:, ::2], tris, values)
+    scatter_add(got[:, ::2], tris, values)
+    np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13)

@@ -22,6 +22,7 @@ One mechanism for all colliders (core.contact.colliders answers the distance que
 
 import numpy as np
 
+from ..numerics.scatter import scatter_add
 from .colliders import MeshCollider
 
 # m/s: the slip speed below which friction acts as a spring (static friction creeps at most this fast)
@@ -75,7 +76,7 @@ def combine(weights, stencil, v):
 
 def spread(out, weights, stencil, per):
     """out[stencil] += wₘ times per-stencil vectors per (K,3): combine's transpose."""
-    np.add.at(out, stencil, weights[None, :, None] * per[:, None, :])
+    scatter_add(out, stencil, weights[None, :, None] * per[:, None, :])
 
 
 class StepLag:
@@ -445,10 +446,10 @@ class FrictionAt:
         by_lam = (f.mu * self.phi * _dot(a, self.w))[:, None, None]
         per = by_lam * f.dlam
         per -= np.einsum("amji,aj->ami", f.danchor, pg) + np.einsum("amji,aj->ami", f.dn, back)
-        np.add.at(out, f.stencil, per)
+        scatter_add(out, f.stencil, per)
         for dlam, into in ((f.dlam_v, out_v), (f.dlam_u, out_u)):
             if dlam is not None:
-                np.add.at(into, f.stencil, by_lam * dlam)
+                scatter_add(into, f.stencil, by_lam * dlam)
 
     def add_lag_tangent(self, out, dxs, dvs, dus):
         """out += (∂∇D/∂xₛ)·δxₛ + (∂∇D/∂vₛ)·δvₛ + (∂∇D/∂uₛ)·δuₛ."""

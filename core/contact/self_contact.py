@@ -27,6 +27,7 @@ import numpy as np
 
 from ..model.mesh import centroids, centroids_and_reach, search_tree
 from ..numerics.keys import member, sorted_unique
+from ..numerics.scatter import scatter_add
 from ..numerics.timing import timed
 from .colliders import closest_on_triangles
 from .penalty import LaggedFriction, combine, deep_penalty, penalty, spread
@@ -429,7 +430,7 @@ class SelfPenalty:
         rv = self._combine(v)
         u = (self.e2 * _dot(self.n, rv))[:, None] * self.r + self.e1[:, None] * rv
         for k in range(3):
-            np.add.at(out, self.stencil[:, k + 1], np.einsum("aji,aj->ai", self.jac[:, k], u))
+            scatter_add(out, self.stencil[:, k + 1], np.einsum("aji,aj->ai", self.jac[:, k], u))
 
     def add_lag_tangent(self, out, dxs):
         """out += (∂∇E/∂xₛ)·δxₛ."""

@@ -14,6 +14,7 @@ from scipy.spatial import cKDTree
 
 from ..contact.colliders import MeshCollider
 from ..model.mesh import face_normals
+from ..numerics.scatter import scatter_add
 
 
 class Embedding:
@@ -67,14 +68,14 @@ class Embedding:
         normal, length = face_normals(x, self.tris)
         # per render vertex: o·gᵀ·dn, gathered per triangle
         t = np.zeros((len(self.tris), 3))
-        np.add.at(t, self.face, self.offset[:, None] * g)
+        scatter_add(t, self.face, self.offset[:, None] * g)
         t = (t - np.einsum("ij,ij->i", t, normal)[:, None] * normal) / length[:, None]  # (I − nnᵀ)ᵀ·t / |c|
         a, b, c = (x[self.tris[:, k]] for k in range(3))
         # c = (b − a) × (c − a): ∂(t·c)/∂b = (c − a) × t, ∂/∂c = t × (b − a), ∂/∂a = −(both)
         db, dc = np.cross(c - a, t), np.cross(t, b - a)
-        np.add.at(out, self.tris[:, 1], db)
-        np.add.at(out, self.tris[:, 2], dc)
-        np.add.at(out, self.tris[:, 0], -(db + dc))
+        scatter_add(out, self.tris[:, 1], db)
+        scatter_add(out, self.tris[:, 2], dc)
+        scatter_add(out, self.tris[:, 0], -(db + dc))
         return out
 
     def apply_tangent(self, x, dx):

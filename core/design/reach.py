@@ -29,6 +29,7 @@ from ..contact.colliders import depths
 from ..contact.penalty import thickness_of
 from ..model.mesh import edges as mesh_edges
 from ..model.scene import Goals
+from ..numerics.scatter import scatter_add
 from ..solver.integrator import SimulationError
 from ..solver.simulate import simulate
 
@@ -117,8 +118,8 @@ def nearest_within(target, edges, max_lengths):
             u = d[on] / length[on, None]
             pull = mu * over[on, None] * u
             grad = p - target
-            np.add.at(grad, j[on], pull)
-            np.subtract.at(grad, i[on], pull)
+            scatter_add(grad, j[on], pull)
+            scatter_add(grad, i[on], -pull)
             if np.abs(grad).max() < NEWTON_TOL * over.max():
                 break
             # the penalty's Hessian per stretched edge: μ·(uuᵀ + (1 − L/l)·(I − uuᵀ)), positive

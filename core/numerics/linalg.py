@@ -24,6 +24,7 @@ from scipy.linalg import lapack
 from scipy.sparse.csgraph import reverse_cuthill_mckee
 
 from .keys import sorted_unique
+from .scatter import scatter_add
 
 try:  # numpy's switch for asking the kernel for huge pages (numpy ≥ 1.20, private)
     from numpy._core.multiarray import _set_madvise_hugepage
@@ -221,7 +222,7 @@ class BlockSystem:
 
     def add_diagonal(self, data, rows, blocks):
         """data += the diagonal blocks (len(rows),3,3) at free vertices rows (repeats add up)."""
-        np.add.at(data, self.diag_slots[rows], blocks.reshape(-1, 9))
+        scatter_add(data, self.diag_slots[rows], blocks.reshape(-1, 9))
 
     def matvec(self, data, x):
         if isinstance(data, Coupled):

@@ -3,6 +3,7 @@
 import numpy as np
 
 from ..contact.penalty import Contact
+from ..numerics.scatter import scatter_add
 from .base import Term
 
 
@@ -39,7 +40,7 @@ class ColliderContact(Term):
         return c.energy
 
     def add_gradient(self, c, out):
-        np.add.at(out, c.active, c.grad)
+        scatter_add(out, c.active, c.grad)
 
     def hessian(self, c, acc, mode):
         if len(c.active):
@@ -50,19 +51,19 @@ class ColliderContact(Term):
             acc.add_diagonal(c.active, hess)
 
     def add_hess_vec(self, c, v, out):
-        np.add.at(out, c.active, np.einsum("aij,aj->ai", c.hess, v[c.active]))
+        scatter_add(out, c.active, np.einsum("aij,aj->ai", c.hess, v[c.active]))
 
     def add_third(self, c, a, b, out):
-        np.add.at(out, c.active, c.third(a[c.active], b[c.active]))
+        scatter_add(out, c.active, c.third(a[c.active], b[c.active]))
 
     def add_third_tangent(self, c, w, b, out):
-        np.add.at(out, c.active, c.third_tangent(w[c.active], b[c.active]))
+        scatter_add(out, c.active, c.third_tangent(w[c.active], b[c.active]))
 
     def add_lag_gradient(self, c, v, out, out_v, out_u):
-        np.add.at(out, c.active, c.lag_gradient(c.y, v[c.active]))
+        scatter_add(out, c.active, c.lag_gradient(c.y, v[c.active]))
 
     def add_lag_tangent(self, c, dxs, dvs, dus, out):
-        np.add.at(out, c.active, c.lag_tangent(c.y, dxs[c.active]))
+        scatter_add(out, c.active, c.lag_tangent(c.y, dxs[c.active]))
 
     # E is linear in the stiffness: its derivative is E's terms over the stiffness
     def design_gradient(self, c, v, out):
@@ -70,7 +71,7 @@ class ColliderContact(Term):
 
     def design_tangent(self, c, dp, out):
         if dp["contact_stiffness"]:
-            np.add.at(out, c.active, c.grad * (dp["contact_stiffness"] / self.scene.contact_stiffness))
+            scatter_add(out, c.active, c.grad * (dp["contact_stiffness"] / self.scene.contact_stiffness))
 
     def design_hess(self, c, a, b, out):
         hess = float(_dot(a[c.active], c.n) @ (c.e2 * _dot(b[c.active], c.n)))
@@ -79,6 +80,6 @@ class ColliderContact(Term):
     def design_hess_tangent(self, c, dp, b, out):
         if len(c.active) and dp["contact_stiffness"]:
             bn = _dot(b[c.active], c.n)
-            np.add.at(
+            scatter_add(
                 out, c.active, (c.e2 * bn * dp["contact_stiffness"] / self.scene.contact_stiffness)[:, None] * c.n
             )

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..model.effectors import field_vectors
 from ..model.frames import at_step, frame_weights
+from ..numerics.scatter import scatter_add
 from .base import Term
 
 # Blender's 0.02 (kg per m² and internal time unit) in SI: its time unit is 1/√1000 s when its
@@ -70,7 +71,7 @@ class _Fields:
         if self.pushing:
             per_corner += (PRESSURE / 3 * self.norm)[:, None, None] * _shared(self.e)
         self.force = np.zeros_like(x)
-        np.add.at(self.force, tris, per_corner)
+        scatter_add(self.force, tris, per_corner)
 
     @property
     def jac(self):
@@ -125,7 +126,7 @@ class FieldForces(Term):
         w, s = q[1], q[2]
         dwind = at_step(dp["wind"], s, self.scene.substeps)
         dt = _shared(np.broadcast_to(w.c @ dwind, (3, len(w.c))).T)
-        np.subtract.at(out, self.tris, (w.scale[:, None] * dt)[:, :, None] * w.c[:, None, :])
+        scatter_add(out, self.tris, -((w.scale[:, None] * dt)[:, :, None] * w.c[:, None, :]))
 
     def add_lag_gradient(self, q, lam, out, out_v, out_u):
         """−∂(f·λ)/∂xₛ and −∂(f·λ)/∂vₛ: through c (the triangles' corners) and through each
@@ -137,12 +138,12 @@ class FieldForces(Term):
         grad_c = np.einsum("tk,tkj->tj", mu, w.r) + w.scale[:, None] * np.einsum("tk,tkj->tj", w.t, lk)
         grad_c -= (w.scale * np.sum(w.t * m, axis=1) / w.norm**2)[:, None] * w.c
         grad_r, grad_e = np.zeros_like(out), np.zeros_like(out)
-        np.add.at(grad_r, tris, mu[:, :, None] * w.c[:, None, :])
+        scatter_add(grad_r, tris, mu[:, :, None] * w.c[:, None, :])
         if w.pushing:
             shared = _shared(lk)
             grad_c += (PRESSURE / 3 * np.einsum("tkj,tkj->t", w.e, shared) / w.norm)[:, None] * w.c
-            np.add.at(grad_e, tris, (PRESSURE / 3 * w.norm)[:, None, None] * shared)
-        np.subtract.at(out, tris, np.cross(w.opposite, grad_c[:, None, :]))
+            scatter_add(grad_e, tris, (PRESSURE / 3 * w.norm)[:, None, None] * shared)
+        scatter_add(out, tris, -np.cross(w.opposite, grad_c[:, None, :]))
         out -= _apply_t(w.jac[0], grad_r) + _apply_t(w.jac[2], grad_e)
         out_v -= _apply_t(w.jac[1], grad_r) + _apply_t(w.jac[3], grad_e)
 
@@ -159,4 +160,4 @@ class FieldForces(Term):
             de = (_apply(w.jac[2], dxs) + _apply(w.jac[3], dvs))[tris]
             dnorm = cdc * w.norm
             df += PRESSURE / 3 * (dnorm[:, None, None] * _shared(w.e) + w.norm[:, None, None] * _shared(de))
-        np.subtract.at(out, tris, df)
+        scatter_add(out, tris, -df)

@@ -4,6 +4,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..model.mesh import hinge_weights
+from ..numerics.scatter import scatter_add
 from .base import Term
 
 # a hinge's six vertex pairs, (i, j) with i < j in (x0, x1, x2, x3)
@@ -146,6 +147,6 @@ class HingeBending(Term):
         b2, b3 = self._opposite(b)
         out = self.weights_t @ ((dk * self.unit)[:, None] * self.bend(b))
         opp = (dk * np.maximum(unit23, 0.0))[:, None]
-        np.add.at(out, self.hinges[:, 2], -k23[:, None] * (b2 - b3) + 2 * opp * b2)
-        np.add.at(out, self.hinges[:, 3], k23[:, None] * (b2 - b3) + 2 * opp * b3)
+        scatter_add(out, self.hinges[:, 2], -k23[:, None] * (b2 - b3) + 2 * opp * b2)
+        scatter_add(out, self.hinges[:, 3], k23[:, None] * (b2 - b3) + 2 * opp * b3)
         return out

@@ -1,12 +1,15 @@
 """The cloth's potential Φ: the sum of the scene's energy terms, and what Newton's method, the
 adjoint and the tangent read from it, each a loop over the terms (core.terms.base.Term)."""
 
+import functools
+
 import numpy as np
 
 from ..contact.penalty import StepLag
 from ..contact.self_contact import SelfQuery
 from ..model import fields
 from ..numerics.linalg import Coupled
+from ..numerics.scatter import scatter_add
 from .base import Point
 from .contact import ColliderContact
 from .effectors import FieldForces
@@ -77,7 +80,7 @@ class Hessian:
         pot.system.add_diagonal(data, p[free], m[free])
         slots = pot.self_slots[triangle]  # (P,9,9)
         held = slots >= 0
-        np.add.at(data, slots[held], np.broadcast_to((m / 9).reshape(-1, 1, 9), slots.shape)[held])
+        scatter_add(data, slots[held], np.broadcast_to((m / 9).reshape(-1, 1, 9), slots.shape)[held])
         corners = pot.fidx[stencil[:, 1:]]
         both = free[:, None] & (corners >= 0)
         rows = np.broadcast_to(p[:, None], corners.shape)[both]
@@ -98,9 +101,13 @@ class State:
             self.terms = [(term, term.at(p)) for term in potential.terms]
         else:
             self.terms = [(term, term.at(p) if term.refits else q) for term, q in like.terms]
-        self.phi = sum(term.energy(q) for term, q in self.terms)
         self.energy = None
         self.fixed = None if like is None else like.fixed
+
+    @functools.cached_property
+    def phi(self):
+        """Φ(y), when first asked (Newton's line search; a linearized step never does)."""
+        return sum(term.energy(q) for term, q in self.terms)
 
     def of(self, kind):
         """The quantities of the first term of class kind, None without one."""

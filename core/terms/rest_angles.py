@@ -18,6 +18,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..model.mesh import hinge_weights
+from ..numerics.scatter import scatter_add
 from .base import Term
 
 
@@ -122,7 +123,7 @@ class RestAngles(Term):
         return float(np.sum(self.c * self.beta * (0.5 * self.beta * _dot(q.m, q.m) - _dot(q.b, q.m))))
 
     def _scatter(self, per_hinge, out):
-        np.add.at(out, self.hinges, per_hinge.reshape(-1, 4, 3))
+        scatter_add(out, self.hinges, per_hinge.reshape(-1, 4, 3))
 
     def _gather(self, v):
         return v[self.hinges].reshape(-1, 12)
