@@ -8,7 +8,7 @@ import pytest
 from test_tangent import paired
 
 import diffcloth.core as dc
-from diffcloth.core.contact.colliders import closest_on_triangles
+from diffcloth.core.contact.colliders import _edge_slots, closest_on_triangles
 
 INCLINE = math.radians(30)
 TURN = np.array([[1, 0, 0], [0, math.cos(INCLINE), -math.sin(INCLINE)], [0, math.sin(INCLINE), math.cos(INCLINE)]])
@@ -330,3 +330,30 @@ def test_inside_at_start_counts_the_vertices_deeper_than_each_tolerance():
     x = np.array([[0.0, 0.0, 0.45], [0.0, 0.0, 0.2], [0.0, 0.0, 0.9], [0.0, 0.0, -1.03]])
     assert dc.inside_at_start([ball, floor], x, 0.01) == [2, 1]
     assert dc.inside_at_start([ball, floor], x, (0.01, 0.1, 0.4)) == [[2, 1, 0], [1, 0, 0]]
+
+
+def test_pseudonormals_of_the_features_asked_are_those_of_every_feature():
+    """A mesh's vertex and edge pseudonormals, computed for a few features, equal the sums over
+    the whole mesh (angle-weighted face normals per vertex, the two faces' per edge)."""
+    verts, tris = uv_sphere(0.3, 8, 5)
+    verts, tris = np.asarray(verts, float), np.asarray(tris)
+    mesh = dc.MeshCollider(verts, tris, one_sided=True)
+    normals = mesh._normals(verts)
+    face = normals.face
+    corner = verts[tris]
+    vertex = np.zeros((len(verts), 3))
+    for t in range(len(tris)):
+        for k in range(3):
+            a, b = corner[t, (k + 1) % 3] - corner[t, k], corner[t, (k + 2) % 3] - corner[t, k]
+            angle = np.arccos(np.clip(a @ b / np.linalg.norm(a) / np.linalg.norm(b), -1, 1))
+            vertex[tris[t, k]] += angle * face[t]
+    slots, n_edges = _edge_slots(tris)
+    edge = np.zeros((n_edges, 3))
+    for t in range(len(tris)):
+        for j in range(3):
+            edge[slots[t, j]] += face[t]
+    ids = np.array([5, 0, 5, len(verts) - 1])
+    np.testing.assert_allclose(normals.vertex(ids), vertex[ids], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        normals.edge(np.array([3, 0, n_edges - 1])), edge[[3, 0, n_edges - 1]], rtol=1e-12, atol=1e-12
+    )

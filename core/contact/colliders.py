@@ -256,6 +256,10 @@ class MeshCollider(Collider):
             raise ValueError(f"mesh collider triangle {int(np.argmax(bad))} has zero area ({int(bad.sum())} such)")
         self.vertices, self.tris, self.one_sided = verts, tris, bool(one_sided)
         self._edge_normal_index = _edge_slots(tris)
+        # the triangles' corners by vertex (corner-major, k·T + t) and their edge slots by edge, in
+        # order: a pseudonormal sums its faces as a bincount over every vertex would
+        self._by_vertex = _groups(tris.T.ravel(), verts.shape[-2])
+        self._by_edge = _groups(self._edge_normal_index[0].ravel(), self._edge_normal_index[1])
         self._static = {}  # what a static mesh's poses share, built once (_once)
 
     def n_poses(self):
@@ -328,25 +332,9 @@ class MeshCollider(Collider):
         return mask, q[first], tri[first], bary[first]
 
     def _normals(self, verts):
-        """Unit face normals (T,3) and pseudonormals of the vertices (angle-weighted) and edges."""
-        return self._once(self._build_normals, verts)
-
-    def _build_normals(self, verts):
-        corner = verts[self.tris]  # (T,3,3)
-        side = np.roll(corner, -1, axis=1) - corner  # side i runs from corner i to corner i + 1
-        length = np.linalg.norm(side, axis=2)
-        face = np.cross(side[:, 0], -side[:, 2])
-        area2 = np.linalg.norm(face, axis=1)
-        face = np.divide(face, area2[:, None], out=np.zeros_like(face), where=area2[:, None] > 0)
-        # the angle at corner i, between side i and the reversed side i − 1
-        cos = -np.einsum("tij,tij->ti", side, np.roll(side, 1, axis=1)) / (length * np.roll(length, 1, axis=1))
-        angle = np.arccos(np.clip(cos, -1, 1)).T
-        slots, n_edges = self._edge_normal_index
-        # sums by np.bincount, per component (np.add.at on rows was most of this function's time)
-        corners, edges = self.tris.T.ravel(), slots.ravel()
-        vertex = np.stack([np.bincount(corners, (angle * face[:, k]).ravel(), len(verts)) for k in range(3)], 1)
-        edge = np.stack([np.bincount(edges, np.repeat(face[:, k], 3), n_edges) for k in range(3)], 1)
-        return face, vertex, edge
+        """The unit face normals (T,3) (the broad phase's) and the pseudonormals of vertices and
+        edges where asked (_Pseudonormals): a contact's side needs only its own feature's."""
+        return _Pseudonormals(self, verts, self._broad(verts)[2])
 
     def signed(self, x, t, radius=None):
         """Signed distance of points x (within radius of the surface; None: all) at time t
@@ -364,15 +352,16 @@ class MeshCollider(Collider):
     def _side(self, rel, tri, bary, normals):
         """+1 or −1 per point: on which side of the surface it lies, by the pseudonormal of the
         feature its closest point is on (Bærentzen & Aanæs 2005)."""
-        face, vertex, edge = normals
         nonzero = bary > 1e-12
         count = nonzero.sum(axis=1)
-        pseudo = face[tri].copy()
+        pseudo = normals.face[tri].copy()
         at_vertex = count == 1
-        pseudo[at_vertex] = vertex[self.tris[tri[at_vertex], np.argmax(bary[at_vertex], axis=1)]]
+        if at_vertex.any():
+            pseudo[at_vertex] = normals.vertex(self.tris[tri[at_vertex], np.argmax(bary[at_vertex], axis=1)])
         at_edge = count == 2
-        missing = np.argmin(bary[at_edge], axis=1)  # the edge opposite the corner with weight 0
-        pseudo[at_edge] = edge[self._edge_normal_index[0][tri[at_edge], (missing + 1) % 3]]
+        if at_edge.any():
+            missing = np.argmin(bary[at_edge], axis=1)  # the edge opposite the corner with weight 0
+            pseudo[at_edge] = normals.edge(self._edge_normal_index[0][tri[at_edge], (missing + 1) % 3])
         return np.where(np.einsum("ij,ij->i", rel, pseudo) < 0, -1.0, 1.0)
 
     def begin_step(self, x, v, t0, t1, h, thickness):
@@ -385,7 +374,7 @@ class MeshCollider(Collider):
         rel = x[idx] - q
         dist = np.linalg.norm(rel, axis=1)
         normals = self._normals(verts)
-        face_n = normals[0][tri]
+        face_n = normals.face[tri]
         interior = (bary > 1e-12).all(axis=1) | (dist < 1e-12)
         if self.one_sided:  # inside or out, a face pushes along its outward normal
             side = self._side(rel, tri, bary, normals)
@@ -459,6 +448,45 @@ class MeshCollider(Collider):
             dbary[edge, ends[:, 0]] = -dt
         jac[lag.vertices] = np.einsum("pkj,pki->pji", moved, dbary)
         return out, jac
+
+
+class _Pseudonormals:
+    """A mesh pose's unit face normals and, for the vertices and edges asked, their pseudonormals:
+    a vertex's the angle-weighted sum of its faces' normals, an edge's the sum of its two."""
+
+    def __init__(self, mesh, verts, face):
+        self.mesh, self.verts, self.face = mesh, verts, face
+
+    def vertex(self, ids):
+        order, ptr = self.mesh._by_vertex
+        flat, group = _members(order, ptr, ids)
+        k, t = np.divmod(flat, len(self.face))
+        tris = self.mesh.tris
+        at = self.verts[tris[t, k]]
+        a, b = self.verts[tris[t, (k + 1) % 3]] - at, self.verts[tris[t, (k + 2) % 3]] - at
+        cos = _rows(a, b) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+        weighted = np.arccos(np.clip(cos, -1, 1))[:, None] * self.face[t]
+        return np.stack([np.bincount(group, weighted[:, c], len(ids)) for c in range(3)], 1)
+
+    def edge(self, slots):
+        order, ptr = self.mesh._by_edge
+        flat, group = _members(order, ptr, slots)
+        return np.stack([np.bincount(group, self.face[flat // 3, c], len(slots)) for c in range(3)], 1)
+
+
+def _groups(keys, n):
+    """Positions of keys (ints below n) sorted by key, in order within a key, and where each key's
+    run starts (n+1,)."""
+    order = np.argsort(keys, kind="stable")
+    return order, np.searchsorted(keys[order], np.arange(n + 1))
+
+
+def _members(order, ptr, ids):
+    """The positions of every member of the groups ids (_groups), and which of ids each is of."""
+    counts = ptr[np.asarray(ids) + 1] - ptr[ids]
+    group = np.repeat(np.arange(len(counts)), counts)
+    starts = np.repeat(ptr[ids] - np.cumsum(counts) + counts, counts)
+    return order[starts + np.arange(len(group))], group
 
 
 def _rows(a, b):
