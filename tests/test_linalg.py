@@ -118,6 +118,10 @@ def test_scatter_add_sums_repeated_indices_as_add_at():
         np.add.at(want, index, vals)
         scatter_add(got, index, vals)
         np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13)
+    want, got = np.zeros(7), np.zeros(7)
+    np.add.at(want, tris, 2.5)  # one value for every index
+    scatter_add(got, tris, 2.5)
+    np.testing.assert_allclose(got, want)
     base = rng.standard_normal((7, 6))
     want, got = base.copy(), base.copy()
     np.add.at(want[:, ::2], tris, values)

@@ -10,7 +10,7 @@ def scatter_add(out, index, values):
     if not len(idx):
         return
     if out.ndim == 1:
-        out += np.bincount(idx, np.asarray(values, dtype=out.dtype).ravel(), len(out))
+        out += np.bincount(idx, np.broadcast_to(values, np.shape(index)).ravel(), len(out))
         return
     if not out.flags.c_contiguous:  # a view whose rows cannot be taken flat
         np.add.at(out, index, values)
