@@ -260,7 +260,7 @@ class MeshCollider(Collider):
         # order: a pseudonormal sums its faces as a bincount over every vertex would
         self._by_vertex = _groups(tris.T.ravel(), verts.shape[-2])
         self._by_edge = _groups(self._edge_normal_index[0].ravel(), self._edge_normal_index[1])
-        self._static = {}  # what a static mesh's poses share, built once (_once)
+        self._broad_of = None  # (pose array or None if static, its broad phase): _broad
 
     def n_poses(self):
         return 1 if self.vertices.ndim == 2 else len(self.vertices)
@@ -275,18 +275,17 @@ class MeshCollider(Collider):
     def surface(self, t, centre, reach):
         return self.at(t), self.tris
 
-    def _once(self, build, verts):
-        """build(verts), kept for every later call where the mesh is static (one pose)."""
-        if self.vertices.ndim == 3:
-            return build(verts)
-        if build.__name__ not in self._static:
-            self._static[build.__name__] = build(verts)
-        return self._static[build.__name__]
-
     def _broad(self, verts):
         """cKDTree of the triangles' centroids, each one's largest centroid-to-corner distance, and
-        its plane (unit normal, offset; a degenerate pose's triangle gets none: 0, 0)."""
-        return self._once(self._build_broad, verts)
+        its plane (unit normal, offset; a degenerate pose's triangle gets none: 0, 0). Built once
+        for a static mesh; for a moving one, kept for the pose array it was last built for (a
+        step's search and its normals ask of the same pose)."""
+        if self.vertices.ndim == 2:
+            verts = None
+        built = self._broad_of
+        if built is None or built[0] is not verts:
+            built = self._broad_of = (verts, self._build_broad(self.vertices if verts is None else verts))
+        return built[1]
 
     def _build_broad(self, verts):
         centroids, reach = centroids_and_reach(verts, self.tris)
