@@ -357,3 +357,17 @@ def test_pseudonormals_of_the_features_asked_are_those_of_every_feature():
     np.testing.assert_allclose(
         normals.edge(np.array([3, 0, n_edges - 1])), edge[[3, 0, n_edges - 1]], rtol=1e-12, atol=1e-12
     )
+
+
+def test_a_moving_mesh_answers_each_pose_as_a_mesh_held_there():
+    """A moving mesh's broad phase is kept for the pose it was built for: asked again and again at
+    the same time, then at others, it answers as a mesh held still at each (a stale tree would not)."""
+    verts, tris = uv_sphere(0.3)
+    rng = np.random.default_rng(3)
+    poses = np.array([verts * (1 + 0.3 * k) + [0.1 * k, 0.0, 0.0] for k in range(4)])
+    moving = dc.MeshCollider(poses, tris, one_sided=True)
+    x = rng.uniform(-0.6, 0.8, size=(300, 3))
+    for t in (0.0, 0.0, 1.5, 1.5, 3.0, 0.5):
+        frozen = moving.frozen(t)
+        assert np.array_equal(moving.signed(x, t), frozen.signed(x, 0.0))
+        assert np.array_equal(moving.signed(x, t, 0.05), frozen.signed(x, 0.0, 0.05))
