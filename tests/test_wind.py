@@ -32,7 +32,7 @@ def test_wind_blows_a_cloth_facing_it_and_not_one_edge_on():
 def test_the_force_is_blenders_pressure():
     """One triangle facing the wind, its corners at rest: each takes a third of 0.02·√1000·A·(w·n̂)·n̂
     (Blender's 0.02 in seconds); a moving corner presses as Blender shares it, (Σp + pᵢ)/4."""
-    from diffcloth.core.terms.effectors import _Fields as _Pressure
+    from diffcloth.core.model.pressure import FaceForces as _Pressure
 
     x = np.array([[0.0, 0, 0], [1.0, 0, 0], [0.0, 0, 1.0]])
     normal = np.cross(x[1] - x[0], x[2] - x[0])
@@ -93,3 +93,63 @@ def test_the_wind_as_a_design_has_exact_gradients(kind):
     assert forward == pytest.approx(reverse, rel=1e-8)
     with pytest.raises(ValueError, match="no wind"):
         dc.check_gradient(make_scene(kind), loss, [dc.WindStrength()])
+
+
+def lifted_on_a_slope(mu, solver, lift, frames=48):
+    """A 10 cm Cotton patch laid on a 30° incline (friction μ) under a wind along the incline's
+    normal that bears `lift` of its weight's normal part."""
+    import math
+
+    from diffcloth.core.model.pressure import PRESSURE
+
+    turn = np.array([[1, 0, 0], [0, math.cos(math.pi / 6), -0.5], [0, 0.5, math.cos(math.pi / 6)]])
+    quad = np.array([[-20, -20, 0], [20, -20, 0], [20, 20, 0], [-20, 20, 0.0]]) @ turn.T
+    verts, tris = dc.grid(6, 6, 0.1)
+    cloth = dc.Fabric(0.15, 90.0, 5e-6, 0.0).cloth((verts + [0, 0, 0.0015]) @ turn.T, tris)
+    speed = lift * 9.81 * math.cos(math.pi / 6) * cloth.mass / (PRESSURE * 0.1 * 0.1)
+    collider = dc.MeshCollider(quad, [[0, 1, 2], [0, 2, 3]], friction=mu)
+    return dc.Scene(cloth, steps=frames, dt=1 / 24, solver=solver, wind=speed * turn[:, 2], colliders=[collider])
+
+
+@pytest.mark.parametrize("solver", ["newton", "linearized"])
+def test_wind_lifting_resting_cloth_takes_friction_with_it(solver):
+    """μ = 0.7 holds the patch on the 30° incline; a wind that bears 60% of the weight's normal part
+    leaves friction 0.7·0.4·cos 30° of g, and the patch slides at g·(sin 30° − 0.28·cos 30°)."""
+    import math
+
+    downhill = np.array([0.0, -math.cos(math.pi / 6), -0.5])
+    held = dc.simulate(lifted_on_a_slope(0.7, solver, 0.0)).x.mean(axis=1) @ downhill
+    assert abs(held[-1] - held[12]) < 0.01
+    sliding = dc.simulate(lifted_on_a_slope(0.7, solver, 0.6)).x.mean(axis=1) @ downhill
+    t = np.arange(len(sliding)) / 24
+    acceleration = np.polyfit(t[12:], np.gradient(sliding, t)[12:], 1)[0]
+    assert acceleration == pytest.approx(9.81 * (0.5 - 0.7 * 0.4 * math.cos(math.pi / 6)), rel=0.05)
+
+
+def rubbing(kind):
+    """make_scene's cloth over its sphere with friction, in a wind that presses it on: friction's
+    normal force holds against the wind's force at the start (StepLag)."""
+    scene = make_scene(kind)
+    assert scene.colliders and scene.colliders[0].friction == 0.0
+    sphere = scene.colliders[0]
+    return scene.replace(
+        colliders=[dc.Sphere(sphere.center, sphere.radius, friction=0.6)],
+        wind=np.linspace([0.5, 1.0, -2.0], [1.0, -1.0, -3.0], scene.steps + 1),
+    )
+
+
+def test_gradients_through_friction_held_against_the_wind():
+    """(Converged steps: linearized gradients with friction are not built.)"""
+    scene = rubbing("sphere")
+    check_start_gradients(scene)
+    rng = np.random.default_rng(4)
+    loss = dc.KeyframeLoss({F: dc.simulate(scene).x[F] + 0.02 * rng.normal(size=scene.x0.shape)})
+    check = dc.check_gradient(scene, loss, [dc.WindStrength()], eps=1e-6, components=[0])
+    assert abs(check[0]["numeric"]) > 1e-6 and check[0]["rel_error"] < 1e-5, check
+    direction = {
+        "x0": rng.normal(size=scene.x0.shape),
+        "v0": rng.normal(size=scene.x0.shape),
+        "wind": rng.normal(size=(scene.steps + 1, 3)),
+    }
+    forward, reverse = paired(scene, dc.simulate(scene), direction, rng)
+    assert forward == pytest.approx(reverse, rel=1e-8)

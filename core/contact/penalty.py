@@ -22,6 +22,7 @@ One mechanism for all colliders (core.contact.colliders answers the distance que
 
 import numpy as np
 
+from ..model.pressure import FaceForces
 from ..numerics.scatter import scatter_add
 from .colliders import MeshCollider
 
@@ -79,6 +80,13 @@ def spread(out, weights, stencil, per):
     scatter_add(out, stencil, weights[None, :, None] * per[:, None, :])
 
 
+def _fields(sc, x, v, s):
+    """The wind's and the force fields' force at a step's start (core.model.pressure), or None."""
+    if sc.wind is None and not sc.effectors:
+        return None
+    return FaceForces(x, v, sc.cloth.tris, None if sc.wind is None else sc.wind_at(s), sc.effectors, s, sc.substeps)
+
+
 class StepLag:
     """What a step's terms take from its start state x, v (step s → s+1): the state itself
     (`state`: a force field's pressure), each collider's own step data (`planes`: a mesh's Planes,
@@ -88,8 +96,8 @@ class StepLag:
     def __init__(self, potential, x, v, s, pairs=None):
         sc = potential.scene
         self.state = x, v
-        self.fields = None  # the force fields at the start, once a step (core.terms.effectors)
         sub, h = sc.substeps, sc.h
+        self.fields = _fields(sc, x, v, s)
         t0, t1 = s / sub, (s + 1) / sub
         self.planes = [col.begin_step(x, v, t0, t1, h, thickness_of(col, sc)) for col in sc.colliders]
         # the cloth's own planes (core.contact.self_contact): the pairs given (a step replayed), else those
@@ -107,12 +115,15 @@ class StepLag:
         self.contact_at = None
         free = np.zeros(len(x), bool)
         free[potential.free] = True
-        # where free fall takes the vertices, the step's control force acting (one that holds the
-        # cloth up against gravity takes the weight off the surface, and friction with it)
+        # where free fall takes the vertices, the step's control force and the fields' force acting
+        # (one that holds the cloth up against gravity takes the weight off the surface, and
+        # friction with it): the normal force depends on both alike (dlam_u)
         ahead = x + h * v + h * h * sc.gravity
         u = sc.force_at(s)
         if u is not None:
             ahead = ahead + h * h * u / potential.masses[:, None]
+        if self.fields is not None:
+            ahead = ahead + h * h * self.fields.force / potential.masses[:, None]
         for c, col in enumerate(sc.colliders):
             if col.friction == 0.0:
                 continue
@@ -158,6 +169,7 @@ class StepLag:
                 dlam_v=np.where(held[:, None], -h * rate * ahead_n[on], 0.0)[:, None],
                 dlam_u=np.where(held[:, None], -ahead_n[on], 0.0)[:, None],
                 stiff=(~held).astype(float),
+                fields=self.fields,
             )
 
     def set_cloth(self, planes):
@@ -333,8 +345,10 @@ class LaggedFriction:
     contact the normal n (F,3), normal force λ (F,), anchor Σ wₘxₛₘ + m (F,3), and their
     derivatives by each member's start position: ∂λ (F,S,3), ∂n (F,S,3,3), ∂anchor (F,S,3,3);
     μ, and the mollifier's slip ε = ε_v·h. λ may depend on the start's velocities too, ∂λ/∂vₛ
-    (`dlam_v`, (F,S,3); None: not), and `stiff` (F,; None: all) is the share of λ that scales
-    with the contact stiffness (the penalty's force; not a holding force, see StepLag).
+    (`dlam_v`, (F,S,3); None: not), and on the step's control force ∂λ/∂uₛ (`dlam_u`), and so on
+    the fields' force at the start (`fields`, a FaceForces: λ holds against both alike), and
+    `stiff` (F,; None: all) is the share of λ that scales with the contact stiffness (the
+    penalty's force; not a holding force, see StepLag).
 
     previous (linearized steps): a slip to fit to. One linear solve cannot follow the mollifier's
     bend from stick to slip, so there friction is the quadratic that gives μλ at that slip,
@@ -358,9 +372,11 @@ class LaggedFriction:
         dlam_v=None,
         dlam_u=None,
         stiff=None,
+        fields=None,
     ):
         self.stencil, self.weights, self.n, self.lam, self.anchor = stencil, weights, n, lam, anchor
         self.dlam, self.dn, self.danchor, self.dlam_v, self.dlam_u = dlam, dn, danchor, dlam_v, dlam_u
+        self.fields = fields if dlam_u is not None else None
         self.stiff = np.ones(len(lam)) if stiff is None else stiff
         self.mu, self.eps, self.previous = mu, eps, previous
 
@@ -435,21 +451,49 @@ class FrictionAt:
             self.phi[:, None] * a + (self.chi * _dot(a, self.hat))[:, None] * self.hat
         )
 
+    def _by_lam(self, a):
+        """∂(v·∇D)/∂λ per contact (F,1,1), a = Σwₘvₘ: D's gradient is linear in λ."""
+        return (self.f.mu * self.phi * _dot(a, self.w))[:, None, None]
+
+    def _by_force(self, by_lam, n):
+        """∂(v·∇D)/∂uₛ at the n vertices (n,3), through λ: what the fields' force passes on too."""
+        out = np.zeros((n, 3))
+        scatter_add(out, self.f.stencil, by_lam * self.f.dlam_u)
+        return out
+
     def add_lag_gradient(self, out, out_v, out_u, v):
         """out += ∂(v·∇D)/∂xₛ: through λ, the anchor and n(xₛ); out_v, out_u += ∂(v·∇D)/∂vₛ,
-        ∂(v·∇D)/∂uₛ, through λ."""
+        ∂(v·∇D)/∂uₛ, through λ (and through the fields' force at the start, by xₛ and vₛ)."""
         f = self.f
         a = f.combine(v)
         g = self._dg_dw(a)
         pg = g - _dot(g, f.n)[:, None] * f.n
         back = _dot(g, f.n)[:, None] * self.rel + _dot(f.n, self.rel)[:, None] * g
-        by_lam = (f.mu * self.phi * _dot(a, self.w))[:, None, None]
+        by_lam = self._by_lam(a)
         per = by_lam * f.dlam
         per -= np.einsum("amji,aj->ami", f.danchor, pg) + np.einsum("amji,aj->ami", f.dn, back)
         scatter_add(out, f.stencil, per)
-        for dlam, into in ((f.dlam_v, out_v), (f.dlam_u, out_u)):
-            if dlam is not None:
-                scatter_add(into, f.stencil, by_lam * dlam)
+        if f.dlam_v is not None:
+            scatter_add(out_v, f.stencil, by_lam * f.dlam_v)
+        if f.dlam_u is not None:
+            by_force = self._by_force(by_lam, len(out))
+            out_u += by_force
+            if f.fields is not None:
+                f.fields.pullback(by_force, out, out_v)
+
+    def add_wind_gradient(self, v, out_wind):
+        """out_wind += ∂(v·∇D)/∂(the scene's wind per frame), through λ and the fields' force."""
+        self.f.fields.wind_pullback(self._by_force(self._by_lam(self.f.combine(v)), len(v)), out_wind)
+
+    def _by_lam_change(self, dlam):
+        """∇D's change (F,3 per slip) for changes dlam (F,) of λ."""
+        return (self.f.mu * self.phi * dlam)[:, None] * self.w
+
+    def add_wind_tangent(self, dwind, out):
+        """out += ∂∇D/∂wind·δwind (through λ and the fields' force)."""
+        f = self.f
+        dlam = np.einsum("ami,ami->a", f.dlam_u, f.fields.wind_push(dwind)[f.stencil])
+        f.spread(out, self._by_lam_change(dlam))
 
     def add_lag_tangent(self, out, dxs, dvs, dus):
         """out += (∂∇D/∂xₛ)·δxₛ + (∂∇D/∂vₛ)·δvₛ + (∂∇D/∂uₛ)·δuₛ."""
@@ -459,10 +503,12 @@ class FrictionAt:
         for by, d in ((f.dlam_v, dvs), (f.dlam_u, dus)):
             if by is not None:
                 dlam += np.einsum("ami,ami->a", by, d[f.stencil])
+        if f.fields is not None:
+            dlam += np.einsum("ami,ami->a", f.dlam_u, f.fields.push(dxs, dvs)[f.stencil])
         dn = np.einsum("amij,amj->ai", f.dn, dx)
         nr = _dot(f.n, self.rel)
         dw = -np.einsum("amij,amj->ai", f.danchor, dx)
         dw = dw - _dot(dw, f.n)[:, None] * f.n - dn * nr[:, None] - f.n * _dot(dn, self.rel)[:, None]
         scale = f.mu * f.lam
         hw = scale[:, None] * (self.phi[:, None] * dw + (self.chi * _dot(self.hat, dw))[:, None] * self.hat)
-        f.spread(out, (f.mu * self.phi * dlam)[:, None] * self.w + hw)
+        f.spread(out, self._by_lam_change(dlam) + hw)

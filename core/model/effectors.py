@@ -6,7 +6,7 @@ velocity at the step's start, and splits it by the field's Wind Factor: that sha
 cloth's triangles along their normals as wind does, the rest pushes them whole
 (SIM_mass_spring_force_face_extern: 0.02·A/12·(Σ + own) per corner, as the wind shares its
 pressure). Both are velocities in Blender's time unit; times √1000 they are m/s, and DiffCloth's
-core.terms.effectors presses with 0.02·√1000 (its wind's PRESSURE), so a field of strength S acts
+core.model.pressure presses with 0.02·√1000 (its PRESSURE), so a field of strength S acts
 as S·√1000/fps m/s (docs/api.md). Fields: Wind, Force, Vortex and Drag, each with its shape (Point,
 Line, Plane), falloff (Sphere, Tube, Cone, with power and min/max distances), Z direction, Flow
 and the cloth's Field Weights (All × the field's type). Strength, place and axis per frame.

@@ -20,10 +20,11 @@ class CoulombFriction(Term):
     (Self Friction), each a Friction the step's StepLag made at its start."""
 
     refits = True
-    fields = ("friction", "self_friction", "contact_stiffness")
+    fields = ("friction", "self_friction", "contact_stiffness", "wind")
 
     def __init__(self, pot):
         self.contact_stiffness = pot.scene.contact_stiffness
+        self.windy = pot.scene.wind is not None  # the normal force holds against it (StepLag)
 
     @classmethod
     def build(cls, pot):
@@ -72,6 +73,8 @@ class CoulombFriction(Term):
                 out["self_friction"] += part / fs.f.mu
             else:
                 out["friction"][col] += part / fs.f.mu
+            if self.windy and fs.f.fields is not None:
+                fs.add_wind_gradient(v, out["wind"])
 
     def design_tangent(self, q, dp, out):
         for col, fs in q:
@@ -79,3 +82,5 @@ class CoulombFriction(Term):
             rate = dp["contact_stiffness"] / self.contact_stiffness * fs.f.stiff + dmu / fs.f.mu
             if rate.any():
                 fs.f.spread(out, fs.grad * rate[:, None])
+            if self.windy and fs.f.fields is not None and dp["wind"].any():
+                fs.add_wind_tangent(dp["wind"], out)
