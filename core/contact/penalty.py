@@ -120,10 +120,9 @@ class StepLag:
         # friction with it): the normal force depends on both alike (dlam_u)
         ahead = x + h * v + h * h * sc.gravity
         u = sc.force_at(s)
-        if u is not None:
-            ahead = ahead + h * h * u / potential.masses[:, None]
-        if self.fields is not None:
-            ahead = ahead + h * h * self.fields.force / potential.masses[:, None]
+        for force in (u, None if self.fields is None else self.fields.force):
+            if force is not None:
+                ahead = ahead + h * h * force / potential.masses[:, None]
         for c, col in enumerate(sc.colliders):
             if col.friction == 0.0:
                 continue

@@ -55,7 +55,7 @@ class FaceForces:
     run needs none). wind: the scene's uniform wind during the step (3,), or None."""
 
     def __init__(self, x, v, tris, wind, effectors=(), s=0, substeps=1):
-        n = len(x)
+        self.n = n = len(x)
         self.tris, self.s, self.substeps = tris, s, substeps
         self._start = x, v, wind is not None, effectors
         self._jac = None
@@ -84,7 +84,7 @@ class FaceForces:
         """dr/dx, dr/dv, de/dx, de/dv (4,n,3,3)."""
         if self._jac is None:
             x, v, wind, effectors = self._start
-            self._jac = np.zeros((4, len(x), 3, 3))
+            self._jac = np.zeros((4, self.n, 3, 3))
             if wind:
                 self._jac[1] -= np.eye(3)
             if effectors:
@@ -100,13 +100,13 @@ class FaceForces:
         mu = _shared(self.scale[:, None] * m)  # ∂(f·λ)/∂s
         grad_c = np.einsum("tk,tkj->tj", mu, self.r) + self.scale[:, None] * np.einsum("tk,tkj->tj", self.t, lk)
         grad_c -= (self.scale * np.sum(self.t * m, axis=1) / self.norm**2)[:, None] * self.c
-        grad_r = _scattered(len(lam), tris, mu[:, :, None] * self.c[:, None, :])
+        grad_r = _scattered(self.n, tris, mu[:, :, None] * self.c[:, None, :])
         grad_e = np.zeros_like(grad_r)
         if self.pushing:
             shared = _shared(lk)
             grad_c += (PRESSURE / 3 * np.einsum("tkj,tkj->t", self.e, shared) / self.norm)[:, None] * self.c
-            grad_e = _scattered(len(lam), tris, (PRESSURE / 3 * self.norm)[:, None, None] * shared)
-        out += _scattered(len(lam), tris, np.cross(self.opposite, grad_c[:, None, :]))
+            grad_e = _scattered(self.n, tris, (PRESSURE / 3 * self.norm)[:, None, None] * shared)
+        out += _scattered(self.n, tris, np.cross(self.opposite, grad_c[:, None, :]))
         out += _apply_t(self.jac[0], grad_r) + _apply_t(self.jac[2], grad_e)
         out_v += _apply_t(self.jac[1], grad_r) + _apply_t(self.jac[3], grad_e)
 
@@ -123,7 +123,7 @@ class FaceForces:
             de = (_apply(self.jac[2], dxs) + _apply(self.jac[3], dvs))[tris]
             dnorm = cdc * self.norm
             df += PRESSURE / 3 * (dnorm[:, None, None] * _shared(self.e) + self.norm[:, None, None] * _shared(de))
-        return _scattered(len(dxs), tris, df)
+        return _scattered(self.n, tris, df)
 
     def wind_pullback(self, lam, out_wind):
         """out_wind (frames+1, 3) += ∂(f·λ)/∂(the scene's wind per frame) = Σ_T Σ_k μ_k·c (s_k =
@@ -137,4 +137,4 @@ class FaceForces:
         """(∂f/∂wind)·δwind (n,3) for a change δwind (frames+1, 3) of the scene's wind."""
         step = at_step(dwind, self.s, self.substeps)
         dt = _shared(np.broadcast_to(self.c @ step, (3, len(self.c))).T)
-        return _scattered(len(self._start[0]), self.tris, (self.scale[:, None] * dt)[:, :, None] * self.c[:, None, :])
+        return _scattered(self.n, self.tris, (self.scale[:, None] * dt)[:, :, None] * self.c[:, None, :])
