@@ -37,10 +37,12 @@ def test_both_methods_run_and_count_every_simulation(stiffness):
     # every pass counts: the forwards, and the adjoint and tangent passes at their measured cost
     assert grad["forwards"] == grad["passes"]["forward"][0] >= grad["iterations"] + 1
     assert grad["adjoints"] >= grad["iterations"] and grad["tangents"] >= 1
-    cost = grad["pass_cost_in_forwards"]
-    assert all(c > 0 for c in cost.values())
+    assert all(c > 0 for c in grad["pass_cost_in_forwards"].values())
+    # from the passes' own seconds: the reported costs are rounded to 3 decimals, and that rounding
+    # times a dozen passes exceeds the count's own rounding to 2 decimals
+    cost = vs_cma.pass_ratios(grad["passes"])
     assert grad["simulations"] == pytest.approx(
-        grad["forwards"] + grad["adjoints"] * cost["adjoint"] + grad["tangents"] * cost["tangent"], abs=0.01
+        grad["forwards"] + grad["adjoints"] * cost["adjoint"] + grad["tangents"] * cost["tangent"], abs=0.006
     )
     assert grad["simulations"] > grad["forwards"]
     sims = [p[0] for p in grad["trace"]]
