@@ -111,7 +111,8 @@ def _joined(parts, scenes):
             f"({limit * 1e3:.3g} mm, twice the shortest edge): lower it"
         )
     sc = joined.scene
-    crossing = np.reshape(dc.crossing_pairs(sc.x0, sc.cloth.tris), (-1, 2))
+    # those within a cloth colliding with itself were refused by name with it (convert._check_start)
+    crossing = sc.crossing_kept_apart(sc.x0)
     pieces = sc.self_pieces[sc.cloth.tris[crossing, 0]]  # the cloth of each triangle of a pair
     between = int(np.sum(pieces[:, 0] != pieces[:, 1]))
     if between:

@@ -229,3 +229,18 @@ def test_control_forces_push_only_the_cloths_named(kind):
     assert not pushed.forces[:, :n].any() and pushed.forces[:, n:].all()
     check = dc.check_gradient(scene, loss, [param], eps=1e-6, directions=2)
     assert all(c["rel_error"] < 1e-5 for c in check), check
+
+
+def test_a_cloth_that_does_not_collide_with_itself_may_start_through_itself():
+    """Joined with another cloth, a cloth without Self Collisions whose start passes through itself
+    (two crossing flaps of one garment) runs: only the pairs the run keeps apart are refused."""
+    flat, tris = dc.grid(3, 3, size=0.2)
+    upright = flat[:, [0, 2, 1]] + [0.0, 0.0, -0.1]  # the same square stood up through it
+    crossed = dc.FABRICS["cotton"].cloth(np.r_[flat, upright] + [0.0, 0.0, 0.3], np.r_[tris, tris + len(flat)])
+    assert len(dc.crossing_pairs(crossed.rest, crossed.tris))
+    low = two_scenes(steps=3)[0]
+    common = dict(steps=3, dt=1 / 24, solver="linearized")
+    joined = dc.Joined([low, dc.Scene(crossed, **common)], self_distance=0.01).scene
+    assert len(dc.simulate(joined).x) == 4
+    with pytest.raises(ValueError, match="passes through itself"):  # as it would colliding with itself
+        dc.simulate(dc.Scene(crossed, self_distance=0.01, **common))

@@ -260,3 +260,28 @@ def test_apply_makes_the_design_of_cloths_optimized_together_their_own(blank):
     assert "wind_scale" not in skirt["diffcloth_result"]
     assert bpy.ops.diffcloth.simulate() == {"FINISHED"}  # still together
     assert skirt.get("diffcloth_motion_solver") and cape.get("diffcloth_motion_solver")
+
+
+def test_a_cloth_without_self_collisions_may_start_through_itself_beside_another(blank):
+    """The cape made of two flaps crossing each other (a garment modelled that way), Self
+    Collisions off: run together with the skirt, it simulates (only the pairs the run keeps apart
+    are refused); with Self Collisions on, it is refused by name."""
+    scene = blank.scene
+    skirt, _ = skirt_and_cape(blank)
+    bpy.data.objects.remove(bpy.data.objects["Cape"])
+    flat = np.array([(x, y, 0.0) for y in np.linspace(-0.1, 0.1, 3) for x in np.linspace(-0.1, 0.1, 3)])
+    upright = flat[:, [0, 2, 1]] - [0.0, 0.0, 0.05]
+    quads = [(3 * r + c, 3 * r + c + 1, 3 * r + c + 4, 3 * r + c + 3) for r in range(2) for c in range(2)]
+    mesh = bpy.data.meshes.new("Cape")
+    mesh.from_pydata(
+        list(map(tuple, np.r_[flat, upright] + [0.0, 0.0, 0.2])), [], quads + [tuple(i + 9 for i in q) for q in quads]
+    )
+    cape = bpy.data.objects.new("Cape", mesh)
+    scene.collection.objects.link(cape)
+    cape.diffcloth.role = "CLOTH"
+    assert cape.diffcloth.use_self_collision is False
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    assert motion(scene, cape)[-1, :, 2].mean() < 0.19  # it fell
+    cape.diffcloth.use_self_collision = True
+    refused(blank, bpy.ops.diffcloth.simulate, "cloth 'Cape' passes through itself at frame 1")
+    assert skirt.diffcloth.role == "CLOTH"

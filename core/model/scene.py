@@ -8,7 +8,7 @@ from .cloth import Cloth
 from .effectors import Effector
 from .frames import at_step, checked_array
 from .material import SHEET
-from .mesh import hinge_weights
+from .mesh import crossing_pairs, hinge_weights
 
 # the solvers and their default contact smoothing (m)
 SOLVERS = {"newton": 0.0, "linearized": 1e-3}
@@ -331,6 +331,18 @@ class Scene:
         pieces = 1 if self.self_pieces is None else int(self.self_pieces.max()) + 1
         if self.self_within is not None and self.self_within.shape != (pieces,):
             raise ValueError(f"self_within must say for each of the {pieces} pieces whether it collides with itself")
+
+    def crossing_kept_apart(self, x):
+        """The pairs of triangles (K,2) crossing at positions x that self-collision keeps on their
+        sides: every pair with it on, but only between pieces, or within a piece that collides
+        with itself (self_within); none without it."""
+        if self.self_distance == 0:
+            return np.zeros((0, 2), np.int64)
+        pairs = np.reshape(crossing_pairs(x, self.cloth.tris), (-1, 2))
+        if self.self_pieces is None or self.self_within is None:
+            return pairs
+        piece = self.self_pieces[self.cloth.tris[pairs, 0]]  # each triangle's piece
+        return pairs[(piece[:, 0] != piece[:, 1]) | self.self_within[piece[:, 0]]]
 
     _fields = (
         "cloth",
