@@ -177,12 +177,6 @@ class BlockSystem:
         rows, columns, vals = self._assembly(ends)
         return sp.csr_matrix((vals, (rows, columns)), shape=(self.size, 9 * len(ends))).sorted_indices()
 
-    def assemble(self, ends, blocks):
-        """Storage data of pair blocks (P,3,3) at ends, as assembler's map gives it, for blocks
-        assembled once (a term's constant matrix): without building the map."""
-        rows, columns, vals = self._assembly(ends)
-        return np.bincount(rows, weights=vals * np.asarray(blocks).ravel()[columns], minlength=self.size)
-
     def _assembly(self, ends):
         """The entries (storage slot, block entry, ±1) of assembler's map."""
         ends = np.asarray(ends, dtype=np.int64)
