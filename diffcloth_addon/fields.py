@@ -16,6 +16,7 @@ import math
 import numpy as np
 
 from .. import core as dc
+from .errors import InputError
 from .reading import evaluated
 
 SIMULATED = ("WIND", "FORCE", "VORTEX", "DRAG", "TURBULENCE")
@@ -49,7 +50,9 @@ def _uniform(field):
         field.type == "WIND"
         and field.falloff_power == 0.0
         and not (field.use_max_distance or field.use_min_distance)
-        and (field.falloff_type == "SPHERE" or not (field.use_radial_max or field.use_radial_min))
+        and (
+            field.falloff_type == "SPHERE" or not (field.radial_falloff or field.use_radial_max or field.use_radial_min)
+        )
         and field.z_direction == "BOTH"
         and field.flow == 1.0
         and field.wind_factor == 1.0
@@ -84,8 +87,10 @@ class FieldReader:
         pool = cs.effector_collection.all_objects if cs.effector_collection else scene.objects
         self.winds, self.fields = [], []
         for o in pool:
+            self._particle_fields(o)
             field = o.field
-            if field is None or field.type == "NONE" or not evaluated(o, depsgraph):  # as Blender's relations
+            # as Blender's relations: what it evaluates, and not the cloth's own field
+            if field is None or field.type == "NONE" or not evaluated(o, depsgraph) or o == cs.id_data:
                 continue
             if field.type not in SIMULATED or field.shape not in SHAPES:
                 what = field.type.title() if field.type not in SIMULATED else f"{field.shape.title()} shape"
@@ -94,12 +99,23 @@ class FieldReader:
                     "Turbulence fields of Point, Line or Plane shape"
                 )
                 continue
-            if self._weight(field.type) == 0.0 or not field.apply_to_location:  # it moves nothing, as in Blender
+            # it moves nothing, as in Blender (whose falloff must be positive: a negative weight is none)
+            if self._weight(field.type) <= 0.0 or not field.apply_to_location:
                 continue
             (self.winds if _uniform(field) else self.fields).append(o)
             if (warning := _unfollowed(o)) is not None:
                 self.warnings.append(warning)
         self.wind_frames, self.frames = [], {o.name: [] for o in self.fields}
+
+    def _particle_fields(self, o):
+        """A warning for each force field a particle system of o carries (Blender's cloth feels them)."""
+        for system in getattr(o, "particle_systems", ()):
+            for field in (system.settings.force_field_1, system.settings.force_field_2):
+                if field is not None and field.type != "NONE":
+                    self.warnings.append(
+                        f"force field of particle system '{system.name}' on '{o.name}' ({field.type.title()}) is "
+                        "ignored: DiffCloth simulates the fields of objects, not of particles"
+                    )
 
     def _weight(self, kind):
         return self.cs.all_weight * getattr(self.cs, WEIGHTS[kind])
@@ -127,6 +143,11 @@ class FieldReader:
         for o in self.fields:
             field = o.field
             origin, axis, strength = (np.array(a) for a in zip(*self.frames[o.name]))
+            if not (np.linalg.norm(axis, axis=1) > 0).all():
+                raise InputError(
+                    f"force field '{o.name}' is scaled to zero in some frame of the run, which leaves its Z axis "
+                    "without a direction: keep its scale above zero (animate its Strength to turn it off)"
+                )
             out.append(
                 dc.Effector(
                     field.type,

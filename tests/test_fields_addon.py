@@ -119,3 +119,43 @@ def test_the_effector_collection_chooses_the_fields(blank):
     blank.view_layer.objects.active = cloth
     drawn = draw_all(blank)  # the Field Weights panel, in Blender's order
     assert all(k in drawn for k in ("effector_collection", "all_weight", "turbulence_weight", "drag_weight"))
+
+
+def test_fields_blender_leaves_out_are_left_out_and_the_others_named(blank):
+    """As Blender's Cloth: the cloth's own field does not push it, a negative Field Weight is no
+    field (Blender applies a field only where its falloff is positive), a Wind weakened off its axis
+    (Tube falloff with a radial power) is simulated as it is, not as the uniform wind; a particle
+    system's field, not simulated, is named, and so is a field scaled to zero."""
+    scene = blank.scene
+    scene.frame_start, scene.frame_end = 1, 5
+    cloth = grid_cloth(n=5, fabric=True)
+    blank.view_layer.objects.active = cloth
+    bpy.ops.object.forcefield_toggle()  # a Force field on the cloth itself
+    cloth.field.type, cloth.field.strength = "FORCE", 5.0
+    setup = gather(blank)
+    assert setup.scene.effectors == [] and setup.warnings == []
+    wind = field("WIND", strength=4.0)
+    assert gather(blank).scene.wind is not None
+    cloth.diffcloth.wind_weight = -1.0
+    setup = gather(blank)
+    assert setup.scene.wind is None and setup.scene.effectors == []
+    cloth.diffcloth.wind_weight = 1.0
+    wind.field.falloff_type, wind.field.radial_falloff = "TUBE", 3.0
+    setup = gather(blank)
+    assert setup.scene.wind is None and [(e.kind, e.falloff.radial[0]) for e in setup.scene.effectors] == [
+        ("WIND", 3.0)
+    ]
+    bpy.ops.mesh.primitive_plane_add(size=0.01, location=(0.0, 0.0, 0.3))
+    emitter = bpy.context.active_object
+    emitter.modifiers.new("Particles", "PARTICLE_SYSTEM")
+    emitter.particle_systems[0].settings.force_field_1.type = "FORCE"
+    system = emitter.particle_systems[0].name
+    assert gather(blank).warnings == [
+        f"force field of particle system '{system}' on '{emitter.name}' (Force) is ignored: DiffCloth simulates "
+        "the fields of objects, not of particles"
+    ]
+    wind.scale = (0.0, 0.0, 0.0)
+    from diffcloth.diffcloth_addon.errors import InputError
+
+    with pytest.raises(InputError, match=f"force field '{wind.name}' is scaled to zero"):
+        gather(blank)
