@@ -92,3 +92,17 @@ def test_sewing_in_the_addon_closes_a_seam_of_loose_edges(blank):
     scene.frame_set(25)
     x = evaluated(cloth)
     assert np.linalg.norm(x[seam] - x[facing], axis=1).max() < 0.005  # 6 cm apart at the start
+
+
+@pytest.mark.parametrize("cap", [0.0, 1e-4])
+def test_a_sewn_cloth_joined_with_another_keeps_its_seams_and_cap(cap):
+    """Cloths run together (core.join): the sewn one's pairs, stiffness and force cap carry over,
+    beside a cloth with no seams: the seam closes as it does on the cloth alone."""
+    scene, seam, facing = two_panels(cap=cap, steps=20)
+    plain = dc.FABRICS["cotton"].cloth(*dc.grid(3, 3, size=0.1))
+    plain = plain.replace(verts=plain.rest + [0.0, 0.0, 1.0])
+    both = dc.join([plain, scene.cloth])
+    assert both.sewing_force == cap and np.array_equal(both.sewing_edges, scene.cloth.sewing_edges + plain.n)
+    joined = dc.simulate(dc.Scene(both, steps=20, dt=0.05, gravity=(0, 0, 0))).x[:, plain.n :]
+    alone = dc.simulate(scene).x
+    assert np.abs(joined - alone).max() < 1e-6

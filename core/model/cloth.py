@@ -322,7 +322,7 @@ def join(cloths):
         else None,
         sewing=cat([c.sewing_edges + o for c, o in zip(cloths, starts)]),
         k_sewing=cat([c.k_sewing for c in cloths]),
-        sewing_force=sewn.pop() if sewn else 0.0,
+        sewing_force=sewn[0][1] if sewn else 0.0,
         rest_angles=cloths[0].rest_angles,
         masses=cat([c.masses for c in cloths]),
     )
