@@ -4,6 +4,7 @@ where that place is before every modifier; else, after the modifiers that carry 
 Armature, a Hook), a Mesh Cache modifier reading a PC2 file of float32 positions beside the .blend
 (as Blender's own point cache stores them), which replaces what they made of the mesh."""
 
+import hashlib
 import os
 import shutil
 import struct
@@ -21,12 +22,26 @@ def _cache(obj):
     return next((m for m in obj.modifiers if ours(m)), None)
 
 
+def _safe(name):
+    """name as a file name, one per name: Blender's clean_name where that keeps it, else that
+    with a hash of the name ("Cape.L" and "Cape_L" must not share a file)."""
+    clean = bpy.path.clean_name(name)
+    return clean if clean == name else f"{clean}-{hashlib.sha1(name.encode()).hexdigest()[:8]}"
+
+
+def cache_folder(blend):
+    """The folder of the caches of the .blend at path blend: diffcloth_cache/<its name>/ beside it
+    (each file its own: a Save As beside it must not play, nor overwrite, the other's bakes)."""
+    stem = os.path.splitext(os.path.basename(blend))[0]
+    return os.path.join(os.path.dirname(os.path.abspath(blend)), "diffcloth_cache", _safe(stem))
+
+
 def cache_path(obj):
-    """Where a carried cloth's bake is kept: diffcloth_cache/ beside the saved .blend (a path relative
+    """Where a carried cloth's bake is kept: in the saved .blend's cache_folder (a path relative
     to it), else Blender's temporary folder until the file is saved."""
-    name = bpy.path.clean_name(obj.name) + ".pc2"
+    name = _safe(obj.name) + ".pc2"
     if bpy.data.filepath:
-        return "//" + os.path.join("diffcloth_cache", name)
+        return bpy.path.relpath(os.path.join(cache_folder(bpy.data.filepath), name))
     return os.path.join(bpy.app.tempdir, name)
 
 
@@ -42,7 +57,7 @@ def keep_caches(filepath):
     Blender's save rebases onto the new one (its Remap Relative, on by default and in the batch
     command's save): the saved file and its cache folder move together. after_save finishes."""
     _SAVING.clear()
-    folder = os.path.join(os.path.dirname(os.path.abspath(filepath)), "diffcloth_cache")
+    folder = cache_folder(filepath)
     caches = [m for obj in bpy.data.objects for m in obj.modifiers if ours(m)]
     for m in caches:
         path = os.path.abspath(bpy.path.abspath(m.filepath))
@@ -79,10 +94,19 @@ def clear_bake(obj):
 
 
 def _remove_cache(obj):
+    """The Mesh Cache modifier, and its file unless another object's plays it (a copy of the
+    cloth made with its bake)."""
     found = [m for m in obj.modifiers if ours(m)]
     for m in found:
-        path = bpy.path.abspath(m.filepath)
-        if os.path.isfile(path):
+        path = os.path.abspath(bpy.path.abspath(m.filepath))
+        shared = any(
+            os.path.abspath(bpy.path.abspath(other.filepath)) == path
+            for o in bpy.data.objects
+            if o != obj
+            for other in o.modifiers
+            if ours(other)
+        )
+        if os.path.isfile(path) and not shared:
             os.remove(path)
         obj.modifiers.remove(m)
     return "its Mesh Cache bake" if found else ""
@@ -178,7 +202,9 @@ def _shape_keys(obj, local, start):
     for frame, co in enumerate(local, start):
         block = obj.shape_key_add(name=f"{BAKE_PREFIX}{frame:04d}", from_mix=False)
         block.data.foreach_set("co", co.ravel())
-        for f, value in ((frame - 1, 0.0), (frame, 1.0), (frame + 1, 0.0)):
+        # the last frame's key stays on after it: the cloth holds its last pose, as Blender's does
+        last = frame == start + len(local) - 1
+        for f, value in ((frame - 1, 0.0), (frame, 1.0)) + (() if last else ((frame + 1, 0.0),)):
             block.value = value
             block.keyframe_insert("value", frame=f)
         names.append(f'key_blocks["{block.name}"].value')

@@ -170,6 +170,23 @@ def test_baked_motion_is_linear_between_frames(blank):
         assert motion > 1e-3 and np.abs(evaluated(cloth) - blend).max() <= 0.01 * motion, frame
 
 
+def test_after_its_last_frame_the_bake_holds_its_last_pose(blank):
+    """As Blender's Cloth: past the frame range, and past a shorter range baked again, the cloth
+    stays where it was last simulated, not back at its rest shape."""
+    scene = blank.scene
+    scene.frame_start, scene.frame_end = 1, 6
+    cloth = grid_cloth(pins=False)
+    for end in (6, 4):
+        scene.frame_end = end
+        assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+        scene.frame_set(end)
+        last = evaluated(cloth)
+        assert last[:, 2].mean() < -0.01  # it fell
+        for later in (end + 1, 12):
+            scene.frame_set(later)
+            assert np.abs(evaluated(cloth) - last).max() < 1e-6, (end, later)
+
+
 def test_colliders_sampled_per_frame(blank):
     scene = blank.scene
     scene.frame_start, scene.frame_end = 1, 5

@@ -60,7 +60,9 @@ def test_pins_follow_the_rig_and_the_bake_plays_after_it(blank, tmp_path):
     names = [m.name for m in cloth.modifiers]
     assert names == ["Armature", "DiffCloth", "Subdivision"] and cloth.data.shape_keys is None
     cache = bpy.path.abspath(cloth.modifiers["DiffCloth"].filepath)
-    assert cache == str(tmp_path / "diffcloth_cache" / "Cloth.pc2") and os.path.getsize(cache) == 32 + 9 * 49 * 12
+    assert (
+        cache == str(tmp_path / "diffcloth_cache" / "shot" / "Cloth.pc2") and os.path.getsize(cache) == 32 + 9 * 49 * 12
+    )
     for frame in range(1, 10):
         rigged_pins = rig_positions(blank, cloth, frame)[top]
         blank.scene.frame_set(frame)
@@ -78,6 +80,13 @@ def test_pins_follow_the_rig_and_the_bake_plays_after_it(blank, tmp_path):
     assert bpy.ops.diffcloth.new_target() == {"FINISHED"}  # the cloth's own vertices, as baked
     target = next(o for o in blank.scene.objects if o.diffcloth.role == "TARGET")
     assert len(target.data.vertices) == len(cloth.data.vertices)
+    # a copy of the cloth with its bake plays the same file: its Clear Bake leaves the file to the cloth
+    copy = cloth.copy()
+    blank.collection.objects.link(copy)
+    blank.view_layer.objects.active = copy
+    assert bpy.ops.diffcloth.clear_bake() == {"FINISHED"}
+    assert os.path.isfile(cache) and "DiffCloth" in cloth.modifiers and "DiffCloth" not in copy.modifiers
+    blank.view_layer.objects.active = cloth
     assert bpy.ops.diffcloth.clear_bake() == {"FINISHED"}
     assert not os.path.exists(cache) and [m.name for m in cloth.modifiers] == ["Armature", "Subdivision"]
 
@@ -120,7 +129,7 @@ def test_saving_keeps_a_cache_baked_before_the_first_save(blank, tmp_path):
     blank.scene.frame_set(9)
     baked = evaluated(cloth)
     bpy.ops.wm.save_as_mainfile(filepath=str(tmp_path / "shot.blend"))
-    kept = tmp_path / "diffcloth_cache" / "Cloth.pc2"
+    kept = tmp_path / "diffcloth_cache" / "shot" / "Cloth.pc2"
     assert kept.is_file() and not os.path.exists(temporary)
     bpy.ops.wm.open_mainfile(filepath=str(tmp_path / "shot.blend"))
     cloth = bpy.data.objects["Cloth"]
@@ -141,8 +150,8 @@ def test_a_copy_saved_elsewhere_plays_its_own_cache(blank, tmp_path):
     baked = evaluated(cloth)
     bpy.ops.wm.save_as_mainfile(filepath=str(tmp_path / "out" / "out.blend"), copy=True)
     copied, own = (
-        tmp_path / "out" / "diffcloth_cache" / "Cloth.pc2",
-        tmp_path / "shot" / "diffcloth_cache" / "Cloth.pc2",
+        tmp_path / "out" / "diffcloth_cache" / "out" / "Cloth.pc2",
+        tmp_path / "shot" / "diffcloth_cache" / "shot" / "Cloth.pc2",
     )
     assert copied.is_file() and own.is_file()
     assert bpy.path.abspath(cloth.modifiers["DiffCloth"].filepath) == str(own)  # the open file plays its own
@@ -158,7 +167,7 @@ def test_a_copy_saved_elsewhere_plays_its_own_cache(blank, tmp_path):
     bpy.ops.wm.open_mainfile(filepath=str(tmp_path / "moved" / "out.blend"))
     cloth = bpy.data.objects["Cloth"]
     assert bpy.path.abspath(cloth.modifiers["DiffCloth"].filepath) == str(
-        tmp_path / "moved" / "diffcloth_cache" / "Cloth.pc2"
+        tmp_path / "moved" / "diffcloth_cache" / "out" / "Cloth.pc2"
     )
     bpy.context.scene.frame_set(9)
     assert np.abs(evaluated(cloth) - baked).max() < 1e-6
@@ -201,3 +210,31 @@ def test_newton_keeps_to_the_character_samples_motion_in_a_third_of_the_iteratio
     exact = simulate(scene)
     assert majorized.stats.iterations.sum() <= exact.stats.iterations.sum() / 3
     assert np.abs(majorized.x - exact.x).max() < 1e-6
+
+
+def test_each_file_and_each_cloth_keeps_its_own_cache(blank, tmp_path):
+    """Saved as another file in the same folder, a shot keeps its own cache: the new file's bake
+    does not overwrite the first one's; cloths whose names differ only in what a file name cannot
+    hold ("Cape.L", "Cape_L") get a file each."""
+    bpy.ops.wm.save_as_mainfile(filepath=str(tmp_path / "v1.blend"))
+    cloth, rig, top = rigged(blank)
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    blank.scene.frame_set(9)
+    first = evaluated(cloth)
+    bpy.ops.wm.save_mainfile()
+    bpy.ops.wm.save_as_mainfile(filepath=str(tmp_path / "v2.blend"))
+    cloth = bpy.data.objects["Cloth"]
+    bpy.context.scene.gravity = (0.0, 0.0, -3.0)
+    bpy.context.scene.frame_set(1)
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    bpy.ops.wm.save_mainfile()
+    bpy.ops.wm.open_mainfile(filepath=str(tmp_path / "v1.blend"))
+    bpy.context.scene.frame_set(9)
+    assert np.abs(evaluated(bpy.data.objects["Cloth"]) - first).max() < 1e-6
+    from diffcloth.diffcloth_addon import bake
+
+    cloth = bpy.data.objects["Cloth"]
+    twin = cloth.copy()
+    bpy.context.scene.collection.objects.link(twin)
+    cloth.name, twin.name = "Cape.L", "Cape_L"
+    assert bake.cache_path(cloth) != bake.cache_path(twin)
