@@ -375,15 +375,49 @@ CARRIERS = {
 }
 
 
+# modifiers that move a mesh's vertices but keep them (beside CARRIERS): before DiffCloth's place
+# their render-only effect is overwritten by the bake; any other would change what it plays on
+KEEP_VERTICES = {
+    "CAST",
+    "CORRECTIVE_SMOOTH",
+    "DATA_TRANSFER",
+    "DISPLACE",
+    "LAPLACIANDEFORM",
+    "LAPLACIANSMOOTH",
+    "NORMAL_EDIT",
+    "SHRINKWRAP",
+    "SIMPLE_DEFORM",
+    "SMOOTH",
+    "UV_PROJECT",
+    "UV_WARP",
+    "VERTEX_WEIGHT_EDIT",
+    "VERTEX_WEIGHT_MIX",
+    "VERTEX_WEIGHT_PROXIMITY",
+    "WARP",
+    "WAVE",
+    "WEIGHTED_NORMAL",
+}
+
+
 def check_cloth_object(obj):
-    """What can be told before evaluating anything: no Blender physics of its own, not in Edit
-    Mode, no shape key shown alone in place of the bake, not linked from a library."""
+    """What can be told before evaluating anything: no Blender physics of its own, no modifier
+    before DiffCloth's place that renders another mesh than the viewport's (the run reads the
+    viewport's), not in Edit Mode, no shape key shown alone in place of the bake, not linked from
+    a library."""
     for m in obj.modifiers:
         if m.type in BLENDER_PHYSICS and (m.show_viewport or m.show_render):
             raise InputError(
                 f"cloth '{obj.name}' also has Blender's own {BLENDER_PHYSICS[m.type]} physics "
                 f"(modifier '{m.name}'), which would simulate on top of DiffCloth's bake: remove it "
                 "(Properties › Physics)"
+            )
+    before = [m for m in obj.modifiers if not ours(m)][: stack_place(obj)]
+    for m in before:
+        if m.show_render and not m.show_viewport and m.type not in CARRIERS and m.type not in KEEP_VERTICES:
+            raise InputError(
+                f"cloth '{obj.name}': modifier '{m.name}' before DiffCloth's place is on for render only, so "
+                "the render's mesh is not the one simulated (the run reads the viewport's) and the bake "
+                "would not play on it: show it in the viewport too, or turn it off in render"
             )
     if obj.mode == "EDIT":
         raise InputError(

@@ -238,3 +238,23 @@ def test_each_file_and_each_cloth_keeps_its_own_cache(blank, tmp_path):
     bpy.context.scene.collection.objects.link(twin)
     cloth.name, twin.name = "Cape.L", "Cape_L"
     assert bake.cache_path(cloth) != bake.cache_path(twin)
+
+
+def test_a_render_only_modifier_before_the_place_is_refused_by_name(blank):
+    """A Subdivision before the Armature shown in render only: the run reads the viewport's mesh,
+    the render's has other vertices, on which the bake cannot play: refused by name. A render-only
+    deformer there is overwritten by the bake, as in the viewport: it runs."""
+    from test_careless_input import refused
+
+    cloth, rig, top = rigged(blank)
+    subdivision = cloth.modifiers.new("Render Detail", "SUBSURF")
+    subdivision.show_viewport = False
+    cloth.modifiers.move(list(cloth.modifiers).index(subdivision), 0)
+    refused(
+        blank, bpy.ops.diffcloth.simulate, "modifier 'Render Detail' before DiffCloth's place is on for render only"
+    )
+    cloth.modifiers.remove(subdivision)
+    smooth = cloth.modifiers.new("Render Smooth", "SMOOTH")
+    smooth.show_viewport = False
+    cloth.modifiers.move(list(cloth.modifiers).index(smooth), 0)
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
