@@ -108,6 +108,7 @@ def _remove_cache(obj):
         )
         if os.path.isfile(path) and not shared:
             os.remove(path)
+        m.driver_remove("factor")
         obj.modifiers.remove(m)
     return "its Mesh Cache bake" if found else ""
 
@@ -189,6 +190,9 @@ def _cache_modifier(obj, path, start):
     mod.cache_format, mod.filepath, mod.frame_start = "PC2", path, float(start)
     mod.play_mode, mod.time_mode, mod.deform_mode, mod.interpolation = "SCENE", "FRAME", "OVERWRITE", "LINEAR"
     mod.forward_axis, mod.up_axis, mod.factor = "POS_Y", "POS_Z", 1.0
+    # before its first frame the cloth is its input (it follows the rig), as Blender's Cloth shows
+    # it there: the cache's influence is 0 until then (a simple expression: no Python is run)
+    mod.driver_add("factor").driver.expression = f"frame >= {int(start)}"
     index = list(obj.modifiers).index(mod)
     place = stack_place(obj)  # counted without ours
     if index != place:

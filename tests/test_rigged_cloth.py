@@ -258,3 +258,23 @@ def test_a_render_only_modifier_before_the_place_is_refused_by_name(blank):
     smooth.show_viewport = False
     cloth.modifiers.move(list(cloth.modifiers).index(smooth), 0)
     assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+
+
+def test_before_its_first_frame_the_cloth_follows_the_rig(blank):
+    """The run starts at frame 4 while the rig moves from frame 1: before frame 4 the cloth is what
+    the Armature makes of it (as Blender's Cloth shows it before its start), from frame 4 the bake;
+    Clear Bake leaves no driver behind."""
+    cloth, rig, top = rigged(blank)
+    blank.scene.frame_start = 4
+    blank.scene.frame_set(4)
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    cloth.modifiers["Subdivision"].show_viewport = False
+    for frame in (1, 2):
+        carried = rig_positions(blank, cloth, frame)
+        blank.scene.frame_set(frame)
+        assert np.abs(evaluated(cloth) - carried).max() < 1e-6, frame
+    assert np.abs(rig_positions(blank, cloth, 2) - rig_positions(blank, cloth, 4)).max() > 0.01  # the rig moved
+    blank.scene.frame_set(9)
+    assert np.abs(evaluated(cloth) - rig_positions(blank, cloth, 9)).max() > 0.01  # simulated: it sags
+    assert bpy.ops.diffcloth.clear_bake() == {"FINISHED"}
+    assert not [d for d in cloth.animation_data.drivers if "DiffCloth" in d.data_path]
