@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import core as dc
 from .errors import InputError
-from .reading import evaluated
+from .reading import action_fcurves, evaluated
 
 SIMULATED = ("WIND", "FORCE", "VORTEX", "DRAG", "TURBULENCE")
 SHAPES = ("POINT", "LINE", "PLANE")
@@ -70,6 +70,16 @@ def _unfollowed(o):
         )
         if not followed
     ]
+    # read once, at the start: only the place, the axis and the Strength follow their animation
+    left += sorted(
+        {
+            f"animated {field.bl_rna.properties[fc.data_path[6:]].name}"
+            for fc in action_fcurves(o.animation_data)
+            if fc.data_path.startswith("field.")
+            and fc.data_path != "field.strength"
+            and fc.data_path[6:] in field.bl_rna.properties
+        }
+    )
     if field.type == "TURBULENCE":
         left.append("noise pattern (DiffCloth's turbulence has the same size and strength, not Blender's pattern)")
     if left:

@@ -334,9 +334,17 @@ def check_undeformed(obj, local_co, frame):
     mesh = obj.data
     if stack_place(obj):
         if len(local_co) != len(mesh.vertices):
+            before = [m for m in obj.modifiers if not ours(m)][: stack_place(obj)]
+            named = [
+                f"'{m.name}'"
+                for m in before
+                if m.show_viewport and m.type not in CARRIERS and m.type not in KEEP_VERTICES
+            ]
             raise InputError(
-                f"cloth '{obj.name}': the modifiers before DiffCloth's place change its vertex count "
-                f"({len(mesh.vertices)} → {len(local_co)}) at frame {frame}; move them after the last Armature or Hook"
+                f"cloth '{obj.name}': the modifiers before DiffCloth's place "
+                + (f"({', '.join(named)}) " if named else "")
+                + f"change its vertex count ({len(mesh.vertices)} → {len(local_co)}) at frame {frame}; move them "
+                "after the last Armature or Hook"
             )
         return
     basis = np.empty(len(mesh.vertices) * 3)

@@ -159,3 +159,17 @@ def test_fields_blender_leaves_out_are_left_out_and_the_others_named(blank):
 
     with pytest.raises(InputError, match=f"force field '{wind.name}' is scaled to zero"):
         gather(blank)
+
+
+def test_a_field_setting_animated_beside_its_strength_is_named(blank):
+    """Only a field's place, axis and Strength follow their animation; another animated setting
+    is read at the start, and a warning names it."""
+    grid_cloth(n=5, fabric=True)
+    force = field("FORCE", location=(0.0, 0.0, -0.5), strength=2.0)
+    force.field.use_max_distance = True
+    for frame, far in ((1, 0.1), (5, 5.0)):
+        force.field.distance_max, force.field.strength = far, 2.0 * frame
+        force.keyframe_insert("field.distance_max", frame=frame)
+        force.keyframe_insert("field.strength", frame=frame)
+    name = force.field.bl_rna.properties["distance_max"].name
+    assert gather(blank).warnings == [f"Force field '{force.name}': its animated {name} not followed"]
