@@ -33,6 +33,7 @@ from .reading import (
     nla_animated,
     nla_message,
     not_evaluated_message,
+    physics_enabled,
     property_weights,
     read_cloth,
     scene_gravity,
@@ -378,7 +379,7 @@ def _evaluated_only(cloths, colliders, meshes, picked, depsgraph):
                 raise InputError(not_evaluated_message("target", t))
     warnings = []
     for group in (colliders, meshes):
-        for o in [o for o in group if not evaluated(o, depsgraph)]:
+        for o in [o for o in group if not (evaluated(o, depsgraph) and physics_enabled(o, depsgraph.view_layer))]:
             warnings.append(
                 f"collider '{o.name}' is disabled in viewports or in an excluded collection: "
                 "ignored, as by Blender's own physics"

@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import core as dc
 from .errors import InputError
-from .reading import action_fcurves, evaluated
+from .reading import action_fcurves, collection_objects, evaluated, physics_enabled
 
 SIMULATED = ("WIND", "FORCE", "VORTEX", "DRAG", "TURBULENCE")
 SHAPES = ("POINT", "LINE", "PLANE")
@@ -94,13 +94,17 @@ class FieldReader:
 
     def __init__(self, scene, cs, depsgraph):
         self.cs, self.fps, self.warnings = cs, scene.render.fps, []  # Blender divides by fps, not fps/fps_base
-        pool = cs.effector_collection.all_objects if cs.effector_collection else scene.objects
+        chosen = cs.effector_collection
+        pool = collection_objects(chosen) if chosen else scene.objects
         self.winds, self.fields = [], []
         for o in pool:
+            # as Blender's relations: the collection's, or the view layer's enabled ones (what it
+            # evaluates), and not the cloth's own field
+            if (chosen is None and not physics_enabled(o, depsgraph.view_layer)) or o == cs.id_data:
+                continue
             self._particle_fields(o)
             field = o.field
-            # as Blender's relations: what it evaluates, and not the cloth's own field
-            if field is None or field.type == "NONE" or not evaluated(o, depsgraph) or o == cs.id_data:
+            if field is None or field.type == "NONE" or not evaluated(o, depsgraph):
                 continue
             if field.type not in SIMULATED or field.shape not in SHAPES:
                 what = field.type.title() if field.type not in SIMULATED else f"{field.shape.title()} shape"

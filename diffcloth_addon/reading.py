@@ -241,6 +241,33 @@ def evaluated(obj, depsgraph):
     return obj.evaluated_get(depsgraph).is_evaluated
 
 
+def physics_enabled(obj, view_layer):
+    """Whether Blender's physics takes obj into account (its base enabled in viewports): not
+    disabled in viewports itself, and in some collection of the view layer that is neither
+    excluded nor disabled in viewports, nor are its parents. Hidden (H, the eye) still counts.
+    Blender may evaluate an object that is not, for another that depends on it."""
+    if obj.hide_viewport:
+        return False
+
+    def holds(layer):
+        if layer.exclude or layer.collection.hide_viewport:
+            return False
+        return layer.collection.objects.get(obj.name) == obj or any(holds(child) for child in layer.children)
+
+    return holds(view_layer.layer_collection)
+
+
+def collection_objects(collection):
+    """The objects of a collection as Blender's physics reads one set as a cloth's Effector or
+    Collision Collection: its own and its children's, but not those of a child disabled in
+    viewports; the objects' own flags and the view layer do not count."""
+    out = list(collection.objects)
+    for child in collection.children:
+        if not child.hide_viewport:
+            out += [o for o in collection_objects(child) if o not in out]
+    return out
+
+
 def not_evaluated_message(what, obj):
     return (
         f"{what} '{obj.name}' is disabled in viewports or in an excluded collection, so Blender does not "

@@ -343,11 +343,18 @@ def test_a_collider_blender_does_not_evaluate_is_ignored_with_a_warning(blank):
     sphere = bpy.context.active_object
     sphere.diffcloth.role = "SPHERE"
     sphere.hide_viewport = True
-    setup, _ = operators.prepare(blank, "simulate")
-    assert setup.scene.colliders == []
-    assert setup.warnings == [
+    warning = (
         "collider 'Sphere' is disabled in viewports or in an excluded collection: ignored, as by Blender's own physics"
-    ]
+    )
+    setup, _ = operators.prepare(blank, "simulate")
+    assert setup.scene.colliders == [] and setup.warnings == [warning]
+    # Blender evaluates it for an enabled object parented to it; its physics still leaves it out
+    child = bpy.data.objects.new("Child", None)
+    blank.collection.objects.link(child)
+    child.parent = sphere
+    setup, _ = operators.prepare(blank, "simulate")
+    assert sphere.evaluated_get(blank.evaluated_depsgraph_get()).is_evaluated
+    assert setup.scene.colliders == [] and setup.warnings == [warning]
 
 
 @pytest.mark.parametrize(

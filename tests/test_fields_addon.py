@@ -116,6 +116,23 @@ def test_the_effector_collection_chooses_the_fields(blank):
     assert {e.kind for e in gather(blank).scene.effectors} == {"FORCE", "VORTEX"}
     cloth.diffcloth.effector_collection = collection
     assert [e.kind for e in gather(blank).scene.effectors] == ["VORTEX"]
+    # as Blender reads a collection: its objects whatever their own flags, not a disabled child's
+    chosen.hide_viewport = True
+    assert [e.kind for e in gather(blank).scene.effectors] == ["VORTEX"]
+    inner = bpy.data.collections.new("Inner")
+    collection.children.link(inner)
+    drag = field("DRAG")
+    inner.objects.link(drag)
+    blank.scene.collection.objects.unlink(drag)
+    assert sorted(e.kind for e in gather(blank).scene.effectors) == ["DRAG", "VORTEX"]
+    inner.hide_viewport = True
+    assert [e.kind for e in gather(blank).scene.effectors] == ["VORTEX"]
+    cloth.diffcloth.effector_collection = None  # the view layer's: a field disabled there is out,
+    child = bpy.data.objects.new("Child", None)  # also where Blender evaluates it for a child of it
+    blank.collection.objects.link(child)
+    child.parent = chosen
+    assert [e.kind for e in gather(blank).scene.effectors] == ["FORCE"]
+    cloth.diffcloth.effector_collection = collection
     blank.view_layer.objects.active = cloth
     drawn = draw_all(blank)  # the Field Weights panel, in Blender's order
     assert all(k in drawn for k in ("effector_collection", "all_weight", "turbulence_weight", "drag_weight"))
