@@ -33,7 +33,7 @@ from .reading import (
     nla_animated,
     nla_message,
     not_evaluated_message,
-    physics_enabled,
+    physics_objects,
     property_weights,
     read_cloth,
     scene_gravity,
@@ -378,8 +378,9 @@ def _evaluated_only(cloths, colliders, meshes, picked, depsgraph):
             if target_frames[t.name] and not evaluated(t, depsgraph):
                 raise InputError(not_evaluated_message("target", t))
     warnings = []
+    enabled = physics_objects(depsgraph.view_layer)
     for group in (colliders, meshes):
-        for o in [o for o in group if not (evaluated(o, depsgraph) and physics_enabled(o, depsgraph.view_layer))]:
+        for o in [o for o in group if not (evaluated(o, depsgraph) and o in enabled)]:
             warnings.append(
                 f"collider '{o.name}' is disabled in viewports or in an excluded collection: "
                 "ignored, as by Blender's own physics"

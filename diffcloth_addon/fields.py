@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import core as dc
 from .errors import InputError
-from .reading import action_fcurves, collection_objects, evaluated, physics_enabled
+from .reading import action_fcurves, collection_objects, evaluated, physics_objects
 
 SIMULATED = ("WIND", "FORCE", "VORTEX", "DRAG", "TURBULENCE")
 SHAPES = ("POINT", "LINE", "PLANE")
@@ -95,12 +95,13 @@ class FieldReader:
     def __init__(self, scene, cs, depsgraph):
         self.cs, self.fps, self.warnings = cs, scene.render.fps, []  # Blender divides by fps, not fps/fps_base
         chosen = cs.effector_collection
-        pool = collection_objects(chosen) if chosen else scene.objects
+        # as Blender's relations: the collection's, or the view layer's enabled ones (of those,
+        # what it evaluates), and not the cloth's own field
+        enabled = None if chosen else physics_objects(depsgraph.view_layer)
+        pool = collection_objects(chosen) if chosen else [o for o in scene.objects if o in enabled]
         self.winds, self.fields = [], []
         for o in pool:
-            # as Blender's relations: the collection's, or the view layer's enabled ones (what it
-            # evaluates), and not the cloth's own field
-            if (chosen is None and not physics_enabled(o, depsgraph.view_layer)) or o == cs.id_data:
+            if o == cs.id_data:
                 continue
             self._particle_fields(o)
             field = o.field

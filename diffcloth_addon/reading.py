@@ -241,20 +241,21 @@ def evaluated(obj, depsgraph):
     return obj.evaluated_get(depsgraph).is_evaluated
 
 
-def physics_enabled(obj, view_layer):
-    """Whether Blender's physics takes obj into account (its base enabled in viewports): not
-    disabled in viewports itself, and in some collection of the view layer that is neither
-    excluded nor disabled in viewports, nor are its parents. Hidden (H, the eye) still counts.
-    Blender may evaluate an object that is not, for another that depends on it."""
-    if obj.hide_viewport:
-        return False
+def physics_objects(view_layer):
+    """The objects Blender's physics takes into account (their bases enabled in viewports): not
+    disabled in viewports themselves, and in some collection of the view layer that is neither
+    excluded nor disabled in viewports, nor are its parents. Hidden (H, the eye) still count.
+    Blender may evaluate an object that is not among them, for another that depends on it."""
+    out = set()
 
-    def holds(layer):
-        if layer.exclude or layer.collection.hide_viewport:
-            return False
-        return layer.collection.objects.get(obj.name) == obj or any(holds(child) for child in layer.children)
+    def walk(layer):
+        if not (layer.exclude or layer.collection.hide_viewport):
+            out.update(o for o in layer.collection.objects if not o.hide_viewport)
+            for child in layer.children:
+                walk(child)
 
-    return holds(view_layer.layer_collection)
+    walk(view_layer.layer_collection)
+    return out
 
 
 def collection_objects(collection):
