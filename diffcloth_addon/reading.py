@@ -362,12 +362,7 @@ def check_undeformed(obj, local_co, frame):
     mesh = obj.data
     if stack_place(obj):
         if len(local_co) != len(mesh.vertices):
-            before = [m for m in obj.modifiers if not ours(m)][: stack_place(obj)]
-            named = [
-                f"'{m.name}'"
-                for m in before
-                if m.show_viewport and m.type not in CARRIERS and m.type not in KEEP_VERTICES
-            ]
+            named = [f"'{m.name}'" for m in _count_changers(obj) if m.show_viewport]
             raise InputError(
                 f"cloth '{obj.name}': the modifiers before DiffCloth's place "
                 + (f"({', '.join(named)}) " if named else "")
@@ -435,6 +430,12 @@ KEEP_VERTICES = {
 }
 
 
+def _count_changers(obj):
+    """The modifiers before DiffCloth's place that may change the cloth's vertex count."""
+    before = [m for m in obj.modifiers if not ours(m)][: stack_place(obj)]
+    return [m for m in before if m.type not in CARRIERS and m.type not in KEEP_VERTICES]
+
+
 def check_cloth_object(obj):
     """What can be told before evaluating anything: no Blender physics of its own, no modifier
     before DiffCloth's place that renders another mesh than the viewport's (the run reads the
@@ -447,9 +448,8 @@ def check_cloth_object(obj):
                 f"(modifier '{m.name}'), which would simulate on top of DiffCloth's bake: remove it "
                 "(Properties › Physics)"
             )
-    before = [m for m in obj.modifiers if not ours(m)][: stack_place(obj)]
-    for m in before:
-        if m.show_render and not m.show_viewport and m.type not in CARRIERS and m.type not in KEEP_VERTICES:
+    for m in _count_changers(obj):
+        if m.show_render and not m.show_viewport:
             raise InputError(
                 f"cloth '{obj.name}': modifier '{m.name}' before DiffCloth's place is on for render only, so "
                 "the render's mesh is not the one simulated (the run reads the viewport's) and the bake "
