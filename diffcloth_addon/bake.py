@@ -29,10 +29,16 @@ def _safe(name):
     return clean if clean == name else f"{clean}-{hashlib.sha1(name.encode()).hexdigest()[:8]}"
 
 
+# the batch command saves its output under this suffix, then renames it to the output's name
+TEMPORARY_SUFFIX = ".diffcloth-tmp.blend"
+
+
 def cache_folder(blend):
     """The folder of the caches of the .blend at path blend: diffcloth_cache/<its name>/ beside it
-    (each file its own: a Save As beside it must not play, nor overwrite, the other's bakes)."""
-    stem = os.path.splitext(os.path.basename(blend))[0]
+    (each file its own: a Save As beside it must not play, nor overwrite, the other's bakes); a
+    file saved under TEMPORARY_SUFFIX keeps them under the name it is renamed to."""
+    name = os.path.basename(blend)
+    stem = os.path.splitext(name[: -len(TEMPORARY_SUFFIX)] if name.endswith(TEMPORARY_SUFFIX) else name)[0]
     return os.path.join(os.path.dirname(os.path.abspath(blend)), "diffcloth_cache", _safe(stem))
 
 

@@ -22,7 +22,7 @@ import time
 import bpy
 import numpy as np
 
-from . import operators, preview, reach, runner
+from . import bake, operators, preview, reach, runner
 from .errors import InputError
 from .results import render_positions
 
@@ -152,7 +152,7 @@ def optimize(args):
 
     pending = []  # (temporary, final) renamed only when all outputs exist
     try:
-        tmp = output + ".diffcloth-tmp.blend"
+        tmp = output + bake.TEMPORARY_SUFFIX
         bpy.ops.wm.save_as_mainfile(filepath=tmp, copy=True)
         pending.append((tmp, output))
         preview_error = args.preview and _draw_preview(args.preview + ".tmp", setup, result)

@@ -1,6 +1,7 @@
 """The headless batch command: help, success, bad arguments and failures with exit codes."""
 
 import json
+import os
 import shutil
 
 import numpy as np
@@ -65,6 +66,22 @@ def test_success_writes_outputs(cli, tmp_path):
     bpy.ops.wm.open_mainfile(filepath=str(out))
     keys = bpy.data.objects["Cloth"].data.shape_keys.key_blocks
     assert len([k for k in keys if k.name.startswith("DiffCloth_f")]) == 31
+
+
+def test_the_output_of_a_carried_cloth_keeps_its_caches_under_its_own_name(cli, tmp_path):
+    """The character's cloths play Mesh Cache files: the output, saved under a temporary name then
+    renamed, plays them from diffcloth_cache/<its own name>/, beside it."""
+    scene = tmp_path / "shot.blend"
+    shutil.copy(REPO / "sample_scenes" / "character.blend", scene)
+    out = tmp_path / "out.blend"
+    assert cli.execute(["optimize", str(scene), "--max-iter", "1", "--output", str(out)]) == 0
+    assert "out" in [p.name for p in (tmp_path / "diffcloth_cache").iterdir()]  # not its temporary name
+    import bpy
+
+    bpy.ops.wm.open_mainfile(filepath=str(out))
+    for name in ("Cape", "Skirt"):
+        path = bpy.path.abspath(bpy.data.objects[name].modifiers["DiffCloth"].filepath)
+        assert path == str(tmp_path / "diffcloth_cache" / "out" / f"{name}.pc2") and os.path.isfile(path)
 
 
 def test_a_preview_that_cannot_be_drawn_costs_nothing_else(cli, capsys, monkeypatch, tmp_path):
