@@ -42,12 +42,18 @@ def cache_folder(blend):
     return os.path.join(os.path.dirname(os.path.abspath(blend)), "diffcloth_cache", _safe(stem))
 
 
+# the .blend a bake is written for where that is not the open file (the batch command's --output:
+# the file it read keeps its own caches), or None
+WRITING_TO = None
+
+
 def cache_path(obj):
     """Where a carried cloth's bake is kept: in the saved .blend's cache_folder (a path relative
-    to it), else Blender's temporary folder until the file is saved."""
+    to it; or WRITING_TO's), else Blender's temporary folder until the file is saved."""
     name = _safe(obj.name) + ".pc2"
-    if bpy.data.filepath:
-        return bpy.path.relpath(os.path.join(cache_folder(bpy.data.filepath), name))
+    blend = WRITING_TO or bpy.data.filepath
+    if blend:
+        return bpy.path.relpath(os.path.join(cache_folder(blend), name))
     return os.path.join(bpy.app.tempdir, name)
 
 

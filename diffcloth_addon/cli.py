@@ -142,7 +142,11 @@ def optimize(args):
         t_opt = time.perf_counter()
         for info in run.wait()[0]:
             print(f"diffcloth: {operators.progress_text(setup, info)}, {info['elapsed']:.1f} s", flush=True)
-        result = operators.finish(context, setup, run)
+        bake.WRITING_TO = os.path.abspath(output)  # the file read keeps its own caches
+        try:
+            result = operators.finish(context, setup, run)
+        finally:
+            bake.WRITING_TO = None
     except (InputError, ValueError) as err:
         raise JobError(str(err)) from None
     print(f"diffcloth: {operators.summary(setup, result)}", flush=True)
