@@ -4,6 +4,7 @@ where that place is before every modifier; else, after the modifiers that carry 
 Armature, a Hook), a Mesh Cache modifier reading a PC2 file of float32 positions beside the .blend
 (as Blender's own point cache stores them), which replaces what they made of the mesh."""
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -29,29 +30,34 @@ def _safe(name):
     return clean if clean == name else f"{clean}-{hashlib.sha1(name.encode()).hexdigest()[:8]}"
 
 
-# the batch command saves its output under this suffix, then renames it to the output's name
-TEMPORARY_SUFFIX = ".diffcloth-tmp.blend"
-
-
 def cache_folder(blend):
     """The folder of the caches of the .blend at path blend: diffcloth_cache/<its name>/ beside it
-    (each file its own: a Save As beside it must not play, nor overwrite, the other's bakes); a
-    file saved under TEMPORARY_SUFFIX keeps them under the name it is renamed to."""
-    name = os.path.basename(blend)
-    stem = os.path.splitext(name[: -len(TEMPORARY_SUFFIX)] if name.endswith(TEMPORARY_SUFFIX) else name)[0]
+    (each file its own: a Save As beside it must not play, nor overwrite, the other's bakes)."""
+    stem = os.path.splitext(os.path.basename(blend))[0]
     return os.path.join(os.path.dirname(os.path.abspath(blend)), "diffcloth_cache", _safe(stem))
 
 
-# the .blend a bake is written for where that is not the open file (the batch command's --output:
-# the file it read keeps its own caches), or None
-WRITING_TO = None
+# the .blend bakes and saves are written for where that is not the open file (written_as), or None
+_WRITING_TO = None
+
+
+@contextlib.contextmanager
+def written_as(blend):
+    """Within it, bakes and saves keep their caches as the .blend at path blend's (the batch
+    command's --output, saved under a temporary name: the file it read keeps its own)."""
+    global _WRITING_TO
+    _WRITING_TO = os.path.abspath(blend)
+    try:
+        yield
+    finally:
+        _WRITING_TO = None
 
 
 def cache_path(obj):
-    """Where a carried cloth's bake is kept: in the saved .blend's cache_folder (a path relative
-    to it; or WRITING_TO's), else Blender's temporary folder until the file is saved."""
+    """Where a carried cloth's bake is kept: in the cache_folder of the saved .blend (a path
+    relative to it; or of written_as's), else Blender's temporary folder until the file is saved."""
     name = _safe(obj.name) + ".pc2"
-    blend = WRITING_TO or bpy.data.filepath
+    blend = _WRITING_TO or bpy.data.filepath
     if blend:
         return bpy.path.relpath(os.path.join(cache_folder(blend), name))
     return os.path.join(bpy.app.tempdir, name)
@@ -69,7 +75,7 @@ def keep_caches(filepath):
     Blender's save rebases onto the new one (its Remap Relative, on by default and in the batch
     command's save): the saved file and its cache folder move together. after_save finishes."""
     _SAVING.clear()
-    folder = cache_folder(filepath)
+    folder = cache_folder(_WRITING_TO or filepath)
     caches = [m for obj in bpy.data.objects for m in obj.modifiers if ours(m)]
     for m in caches:
         path = os.path.abspath(bpy.path.abspath(m.filepath))

@@ -142,11 +142,8 @@ def optimize(args):
         t_opt = time.perf_counter()
         for info in run.wait()[0]:
             print(f"diffcloth: {operators.progress_text(setup, info)}, {info['elapsed']:.1f} s", flush=True)
-        bake.WRITING_TO = os.path.abspath(output)  # the file read keeps its own caches
-        try:
+        with bake.written_as(output):  # the file read keeps its own caches
             result = operators.finish(context, setup, run)
-        finally:
-            bake.WRITING_TO = None
     except (InputError, ValueError) as err:
         raise JobError(str(err)) from None
     print(f"diffcloth: {operators.summary(setup, result)}", flush=True)
@@ -156,8 +153,9 @@ def optimize(args):
 
     pending = []  # (temporary, final) renamed only when all outputs exist
     try:
-        tmp = output + bake.TEMPORARY_SUFFIX
-        bpy.ops.wm.save_as_mainfile(filepath=tmp, copy=True)
+        tmp = output + ".diffcloth-tmp.blend"
+        with bake.written_as(output):  # its caches under the name it is renamed to
+            bpy.ops.wm.save_as_mainfile(filepath=tmp, copy=True)
         pending.append((tmp, output))
         preview_error = args.preview and _draw_preview(args.preview + ".tmp", setup, result)
         if args.preview and not preview_error:

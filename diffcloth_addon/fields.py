@@ -97,8 +97,11 @@ class FieldReader:
         chosen = cs.effector_collection
         # as Blender's relations: the collection's, or the view layer's enabled ones (of those,
         # what it evaluates), and not the cloth's own field
-        enabled = None if chosen else physics_objects(depsgraph.view_layer)
-        pool = collection_objects(chosen) if chosen else [o for o in scene.objects if o in enabled]
+        if chosen:
+            pool = collection_objects(chosen)
+        else:
+            enabled = physics_objects(depsgraph.view_layer)
+            pool = [o for o in scene.objects if o in enabled]
         self.winds, self.fields = [], []
         for o in pool:
             if o == cs.id_data:
