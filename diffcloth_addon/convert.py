@@ -552,6 +552,7 @@ def _setup(context, cloth_obj, read, targets, target_frames, start, end, need_ta
         self_distance=self_distance(cs, name, sim.cloth),
         self_friction=cs.self_friction * FRICTION_SCALE if cs.use_self_collision else 0.0,
         wind=read.fields.wind(),
+        wind_drag=read.fields.wind_drag(),
         effectors=read.fields.effectors(),
     )
     core_scene = build_scene(

@@ -8,7 +8,9 @@ not its pattern, which a warning says); other fields, shapes and settings are na
 and left out. A Wind field that blows alike everywhere (no falloff, Flow 1, Wind Factor
 1, both Z directions) is the scene's uniform wind, S·√1000/fps m/s along its Z axis (Blender's
 cloth takes the strength S over fps in its time unit, 1/√1000 s in seconds), which Optimize may
-scale (Wind Fields); the others are core effectors, read as they are.
+scale (Wind Fields); the others are core effectors, read as they are. Each such field, as Blender
+applies it, pushes by W·(S·z − v) (W: Field Weights, All × Wind), so their sum is W·ΣS·z less
+W·N·v for N of them: the scene's wind and its drag κ = W·N.
 """
 
 import math
@@ -154,6 +156,10 @@ class FieldReader:
     def wind(self):
         """The uniform wind per frame (frames, 3), or None where no Wind field blows alike."""
         return np.array(self.wind_frames) if self.winds else None
+
+    def wind_drag(self):
+        """The uniform wind's drag κ on the cloth's velocity: each of its fields' Flow (1) weighted."""
+        return self._weight("WIND") * len(self.winds) if self.winds else 1.0
 
     def effectors(self):
         """The other fields as core.Effector, their place, axis and strength per frame."""

@@ -64,7 +64,7 @@ def apply_stored_result(setup):
     if offset is not None:
         changes["pin_path"] = sc.pin_frames + offset.reshape(steps + 1, -1, 3)
     if stored and "wind_scale" in stored.keys() and sc.wind is not None:
-        changes["wind"] = stored["wind_scale"] * sc.wind
+        changes["wind"], changes["wind_drag"] = stored["wind_scale"] * sc.wind, stored["wind_scale"] * sc.wind_drag
     if stored and "friction_scale" in stored.keys():
         changes["colliders"] = [c.replace(friction=stored["friction_scale"] * c.friction) for c in sc.colliders]
     if stored and changes:  # the optimized motion is reproduced by the solver that found it

@@ -25,6 +25,7 @@ SHARED = {
     "sewing_force": ("sewing_force_max", None),
     "gravity": (None, "Field Weights"),
     "wind": (None, "Field Weights"),
+    "wind_drag": (None, "Field Weights"),
     "effectors": (None, "Field Weights"),
 }
 

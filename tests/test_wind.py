@@ -8,6 +8,7 @@ from test_gradients import F, make_scene
 from test_tangent import paired
 
 import diffcloth.core as dc
+from diffcloth.core.design.params import Design
 
 WIND = (0.0, 3.0, 1.0)
 
@@ -45,6 +46,22 @@ def test_the_force_is_blenders_pressure():
     moving = _Pressure(x, v, np.array([[0, 1, 2]]), np.array(WIND))
     share = np.array([2, 3, 3]) / 4 / 3 * 0.02 * np.sqrt(1000) * 0.5 * np.dot(WIND, normal)
     assert np.allclose(moving.force, share[:, None] * normal)
+    # at half the drag (two Wind fields at Field Weight ¼, say) it takes away half its velocity
+    half = _Pressure(x, v, np.array([[0, 1, 2]]), 0.5 * np.array(WIND), drag=0.5)
+    assert np.allclose(half.force, 0.5 * moving.force)
+
+
+def test_the_uniform_wind_is_blenders_wind_fields_at_any_weight():
+    """Two Wind fields of Flow 1 at Field Weight 0.3, simulated as Blender's effectors, push as the
+    uniform wind of both at that weight, with the drag of both: κ = 0.6."""
+    axis = np.array([0.2, 1.0, 0.3])
+    field = dc.Effector("WIND", (0.0, 0.0, 0.0), axis, 2.0, flow=1.0, weight=0.3, fps=24)
+    as_fields = dc.simulate(hanging(None).replace(effectors=[field, field])).x
+    speed = 2 * 0.3 * 2.0 * np.sqrt(1000) / 24
+    uniform = dc.simulate(hanging(speed * axis / np.linalg.norm(axis)).replace(wind_drag=0.6)).x
+    assert np.abs(as_fields - uniform).max() < 1e-9
+    undragged = dc.simulate(hanging(speed * axis / np.linalg.norm(axis))).x
+    assert np.abs(as_fields - undragged).max() > 1e-3  # what the wind's drag of one field gave
 
 
 def check_start_gradients(scene):
@@ -71,6 +88,20 @@ def test_gradients_through_wind_match_central_differences(kind):
     check_start_gradients(scene.replace(wind=np.linspace([0.5, 1.0, 2.0], [1.0, -1.0, 3.0], scene.steps + 1)))
 
 
+@pytest.mark.parametrize("kind", ["sphere", "linearized_smooth"])
+def test_gradients_by_the_winds_drag_match_central_differences(kind):
+    scene = make_scene(kind).replace(wind=np.linspace([0.5, 1.0, 2.0], [1.0, -1.0, 3.0], F + 1), wind_drag=0.6)
+    rng = np.random.default_rng(3)
+    loss = dc.KeyframeLoss({F: dc.simulate(scene).x[F] + 0.02 * rng.normal(size=scene.x0.shape)})
+    _, grad = dc.value_and_grad(scene, loss)
+    fd = (
+        loss(dc.simulate(scene.replace(wind_drag=0.6 + 1e-6))) - loss(dc.simulate(scene.replace(wind_drag=0.6 - 1e-6)))
+    ) / 2e-6
+    assert abs(fd) > 1e-6 and float(grad.wind_drag) == pytest.approx(fd, rel=1e-5)
+    forward, reverse = paired(scene, dc.simulate(scene), {"wind_drag": np.array(1.3)}, rng)
+    assert forward == pytest.approx(reverse, rel=1e-8)
+
+
 @pytest.mark.parametrize("solver", ["newton", "linearized"])
 def test_tangent_and_adjoint_agree_with_wind(solver):
     scene = make_scene(("linearized_" if solver == "linearized" else "") + "sphere").replace(wind=WIND)
@@ -82,9 +113,12 @@ def test_tangent_and_adjoint_agree_with_wind(solver):
 
 @pytest.mark.parametrize("kind", ["sphere", "linearized_sphere"])
 def test_the_wind_as_a_design_has_exact_gradients(kind):
-    """WindStrength scales the scene's wind: dL/dθ by central differences; the wind field's own
-    gradient pairs the tangent with the adjoint."""
-    scene = make_scene(kind).replace(wind=np.linspace([0.5, 1.0, 2.0], [1.0, -1.0, 3.0], F + 1))
+    """WindStrength scales the scene's wind and its drag, as Blender's Field Weights › Wind: dL/dθ
+    by central differences; the wind field's own gradient pairs the tangent with the adjoint."""
+    scene = make_scene(kind).replace(wind=np.linspace([0.5, 1.0, 2.0], [1.0, -1.0, 3.0], F + 1), wind_drag=0.5)
+    design = Design(scene, [dc.WindStrength()])
+    doubled = design.scene(np.array([np.log(2.0)]))
+    assert np.allclose(doubled.wind, 2 * scene.wind) and doubled.wind_drag == pytest.approx(1.0)
     rng = np.random.default_rng(9)
     loss = dc.KeyframeLoss({F: dc.simulate(scene).x[F] + 0.02 * rng.normal(size=scene.x0.shape)})
     check = dc.check_gradient(scene, loss, [dc.WindStrength()], eps=1e-6, components=[0])
@@ -135,6 +169,7 @@ def rubbing(kind):
     return scene.replace(
         colliders=[dc.Sphere(sphere.center, sphere.radius, friction=0.6)],
         wind=np.linspace([0.5, 1.0, -2.0], [1.0, -1.0, -3.0], scene.steps + 1),
+        wind_drag=0.7,
     )
 
 
@@ -150,6 +185,7 @@ def test_gradients_through_friction_held_against_the_wind():
         "x0": rng.normal(size=scene.x0.shape),
         "v0": rng.normal(size=scene.x0.shape),
         "wind": rng.normal(size=(scene.steps + 1, 3)),
+        "wind_drag": np.array(0.8),
     }
     forward, reverse = paired(scene, dc.simulate(scene), direction, rng)
     assert forward == pytest.approx(reverse, rel=1e-8)

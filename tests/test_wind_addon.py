@@ -54,6 +54,21 @@ def test_a_wind_field_blows_the_cloth_along_its_axis(blank):
     assert "wind_weight" in draw_all(blank)
 
 
+def test_the_winds_drag_follows_the_field_weights_and_the_fields(blank):
+    """Blender drags the cloth by each Wind field's Flow times its Field Weights (All × Wind): at
+    Wind 0.5 the wind and its drag halve; a second field at that weight doubles both again."""
+    cloth = grid_cloth(n=5, fabric=True)
+    wind_field()
+    full = convert().gather(blank, need_targets=False).scene
+    assert full.wind_drag == 1.0
+    cloth.diffcloth.wind_weight = 0.5
+    half = convert().gather(blank, need_targets=False).scene
+    assert half.wind_drag == pytest.approx(0.5) and np.allclose(half.wind, 0.5 * full.wind)
+    wind_field()
+    both = convert().gather(blank, need_targets=False).scene
+    assert both.wind_drag == pytest.approx(1.0) and np.allclose(both.wind, full.wind)
+
+
 def test_fields_and_settings_not_simulated_are_named(blank):
     grid_cloth(n=5, fabric=True)
     wind = wind_field()

@@ -84,7 +84,8 @@ def _fields(sc, x, v, s):
     """The wind's and the force fields' force at a step's start (core.model.pressure), or None."""
     if sc.wind is None and not sc.effectors:
         return None
-    return FaceForces(x, v, sc.cloth.tris, None if sc.wind is None else sc.wind_at(s), sc.effectors, s, sc.substeps)
+    wind = None if sc.wind is None else sc.wind_at(s)
+    return FaceForces(x, v, sc.cloth.tris, wind, sc.effectors, s, sc.substeps, sc.wind_drag)
 
 
 class StepLag:
@@ -481,17 +482,18 @@ class FrictionAt:
                 f.fields.pullback(by_force, out, out_v)
 
     def add_wind_gradient(self, v, out_wind):
-        """out_wind += ∂(v·∇D)/∂(the scene's wind per frame), through λ and the fields' force."""
-        self.f.fields.wind_pullback(self._by_force(self._by_lam(self.f.combine(v)), len(v)), out_wind)
+        """out_wind += ∂(v·∇D)/∂(the scene's wind per frame), through λ and the fields' force;
+        returns ∂(v·∇D)/∂(its drag κ)."""
+        return self.f.fields.wind_pullback(self._by_force(self._by_lam(self.f.combine(v)), len(v)), out_wind)
 
     def _by_lam_change(self, dlam):
         """∇D's change (F,3 per slip) for changes dlam (F,) of λ."""
         return (self.f.mu * self.phi * dlam)[:, None] * self.w
 
-    def add_wind_tangent(self, dwind, out):
-        """out += ∂∇D/∂wind·δwind (through λ and the fields' force)."""
+    def add_wind_tangent(self, dwind, ddrag, out):
+        """out += ∂∇D/∂wind·δwind + ∂∇D/∂κ·δκ (through λ and the fields' force)."""
         f = self.f
-        dlam = np.einsum("ami,ami->a", f.dlam_u, f.fields.wind_push(dwind)[f.stencil])
+        dlam = np.einsum("ami,ami->a", f.dlam_u, f.fields.wind_push(dwind, ddrag)[f.stencil])
         f.spread(out, self._by_lam_change(dlam))
 
     def add_lag_tangent(self, out, dxs, dvs, dus):

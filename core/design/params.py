@@ -597,16 +597,29 @@ class Wind(Acceleration):
 
 
 class WindStrength(LogFactor):
-    """The scene's wind (Scene(wind=...), its Wind fields) scaled by one factor a = exp(θ): how hard
-    it blows, its gusts and direction kept."""
+    """How much the cloth feels the scene's wind (Scene(wind=...), its Wind fields): one factor
+    a = exp(θ) on the wind and on its drag alike, w − κ·v → a·(w − κ·v), as Blender's Field
+    Weights › Wind scales both; its gusts and direction kept."""
 
     name = "wind_strength"
     field = "wind"
+    overwrites = ("wind", "wind_drag")
 
     def base(self, scene):
         if scene.wind is None:
             raise ValueError(f"{self.name}: the scene has no wind to scale")
         return scene.wind
+
+    def apply(self, theta, design, scene):
+        super().apply(theta, design, scene)
+        design["wind_drag"] = np.exp(theta[0]) * scene.wind_drag
+
+    def pullback(self, theta, grad, design, scene):
+        return super().pullback(theta, grad, design, scene) + np.exp(theta[0]) * float(grad.wind_drag) * scene.wind_drag
+
+    def jvp(self, theta, dtheta, design, tangent, scene):
+        super().jvp(theta, dtheta, design, tangent, scene)
+        tangent["wind_drag"] = tangent["wind_drag"] + dtheta[0] * np.exp(theta[0]) * scene.wind_drag
 
 
 class KeyedForces(Acceleration):
@@ -861,6 +874,7 @@ class Design:
             colliders=colliders,
             self_friction=max(float(d["self_friction"]), 0.0),
             wind=d["wind"],
+            wind_drag=max(float(d["wind_drag"]), 0.0),
         )
         if self._guard and not _within(out):
             raise SimulationError("the design's stiffness is beyond what the solver simulates right", 0, 0)

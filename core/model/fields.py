@@ -68,6 +68,13 @@ FIELDS = (
         lambda sc: sc.wind,
     ),
     Field(
+        "wind_drag",
+        lambda sc: (),
+        "the wind's drag on the cloth's own velocity (κ: pressed by w − κ·v)",
+        True,
+        lambda sc: sc.wind_drag,
+    ),
+    Field(
         "pin_path",
         lambda sc: (sc.steps + 1, len(sc.cloth.pinned), 3),
         "pinned positions per frame (m), where the scene has a pin path",

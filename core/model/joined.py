@@ -115,7 +115,7 @@ class Joined:
 
     def split(self, scene):
         """Per cloth, its scene with the design of `scene` (the joined scene, as an optimization
-        left it): stiffness, initial velocities, control forces, pin path, wind, the colliders'
+        left it): stiffness, initial velocities, control forces, pin path, wind and its drag, the colliders'
         friction and solver."""
         c = scene.cloth
         out = []
@@ -147,6 +147,7 @@ class Joined:
                     else np.broadcast_to(scene.forces, (scene.steps, c.n, 3))[:, lo:hi],
                     pin_path=None if scene.pin_path is None else scene.pin_path[:, pins[i] : pins[i + 1]],
                     wind=scene.wind,
+                    wind_drag=scene.wind_drag,
                     colliders=scene.colliders,
                     solver=scene.solver,
                 )

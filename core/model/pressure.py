@@ -1,7 +1,7 @@
 """Wind and force fields on the cloth's triangles as Blender's Cloth applies them
 (SIM_mass_spring_force_face_wind and _face_extern), from a step's start state: the force itself
 and its derivatives by that start and by the wind. Per vertex, the fields give a pressing vector
-rᵢ (the scene's uniform wind relative to the vertex, w − vᵢ, plus the Wind-Factor share of
+rᵢ (the scene's uniform wind relative to the vertex, w − κ·vᵢ, plus the Wind-Factor share of
 core.Effector fields) and a pushing vector eᵢ (the rest of the fields), both in m/s. A triangle
 with c = ½·(x_b − x_a)×(x_c − x_a) = A·n̂ presses with pᵢ = rᵢ·n̂ and pushes with eᵢ:
 
@@ -52,11 +52,11 @@ class FaceForces:
     its per-corner quantities: c (T,3), |c|, the pressing vectors r and pushing vectors e per
     corner (T,3,3), the shared t, half the edge opposite each corner (∂c/∂x_k·δ = δ × it), and the
     vertices' Jacobians of r and e by x and v (`jac`, when a gradient pass first asks: a forward
-    run needs none). wind: the scene's uniform wind during the step (3,), or None."""
+    run needs none). wind: the scene's uniform wind during the step (3,), or None; drag its κ."""
 
-    def __init__(self, x, v, tris, wind, effectors=(), s=0, substeps=1):
+    def __init__(self, x, v, tris, wind, effectors=(), s=0, substeps=1, drag=1.0):
         self.n = n = len(x)
-        self.tris, self.s, self.substeps = tris, s, substeps
+        self.tris, self.s, self.substeps, self.drag = tris, s, substeps, drag
         self._start = x, v, wind is not None, effectors
         self._jac = None
         a, b, c = (x[tris[:, k]] for k in range(3))
@@ -64,7 +64,7 @@ class FaceForces:
         self.norm = np.maximum(np.linalg.norm(self.c, axis=1), 1e-300)
         r, e = np.zeros((n, 3)), np.zeros((n, 3))
         if wind is not None:
-            r += wind - v
+            r += wind - drag * v
         if effectors:
             wr, we = field_vectors(effectors, s, substeps, x, v, jacobians=False)
             r += wr
@@ -86,7 +86,7 @@ class FaceForces:
             x, v, wind, effectors = self._start
             self._jac = np.zeros((4, self.n, 3, 3))
             if wind:
-                self._jac[1] -= np.eye(3)
+                self._jac[1] -= self.drag * np.eye(3)
             if effectors:
                 self._jac += np.array(field_vectors(effectors, self.s, self.substeps, x, v)[2:])
         return self._jac
@@ -127,14 +127,18 @@ class FaceForces:
 
     def wind_pullback(self, lam, out_wind):
         """out_wind (frames+1, 3) += ∂(f·λ)/∂(the scene's wind per frame) = Σ_T Σ_k μ_k·c (s_k =
-        (w − v_k)·c), shared between the step's frames as Scene.wind_at reads them."""
-        m = np.einsum("tkj,tj->tk", lam[self.tris], self.c)
-        g = np.einsum("t,tj->j", _shared(self.scale[:, None] * m).sum(axis=1), self.c)
+        (w − κ·v_k)·c), shared between the step's frames as Scene.wind_at reads them; returns
+        ∂(f·λ)/∂κ = −Σ_T Σ_k μ_k·(c·v_k)."""
+        tris = self.tris
+        mu = _shared(self.scale[:, None] * np.einsum("tkj,tj->tk", lam[tris], self.c))
+        g = np.einsum("t,tj->j", mu.sum(axis=1), self.c)
         for frame, weight in frame_weights(self.s, self.substeps):
             out_wind[frame] += weight * g
+        return -float(np.einsum("tk,tkj,tj->", mu, self._start[1][tris], self.c))
 
-    def wind_push(self, dwind):
-        """(∂f/∂wind)·δwind (n,3) for a change δwind (frames+1, 3) of the scene's wind."""
-        step = at_step(dwind, self.s, self.substeps)
-        dt = _shared(np.broadcast_to(self.c @ step, (3, len(self.c))).T)
+    def wind_push(self, dwind, ddrag=0.0):
+        """(∂f/∂wind)·δwind + (∂f/∂κ)·δκ (n,3) for a change δwind (frames+1, 3) of the scene's wind
+        and δκ of its drag."""
+        dr = at_step(dwind, self.s, self.substeps)[None, :] - ddrag * self._start[1]
+        dt = _shared(np.einsum("tkj,tj->tk", dr[self.tris], self.c))
         return _scattered(self.n, self.tris, (self.scale[:, None] * dt)[:, :, None] * self.c[:, None, :])

@@ -199,7 +199,9 @@ class Scene:
     at every frame (in the order of cloth.pinned), linearly interpolated between frames.
     goals: soft pins (Goals), or None. wind (3,) or per frame (steps+1, 3), linear between frames:
     a wind field's velocity, pressing on each triangle as Blender's Cloth presses it
-    (core.terms.effectors), or None. effectors: Blender's force fields (core.Effector: Wind with
+    (core.terms.effectors), or None. wind_drag κ ≥ 0: how much of the cloth's own velocity the wind
+    takes away, each vertex pressed by w − κ·v (Blender: the cloth's Field Weights, All × Wind, times
+    the uniform fields' Flow, summed over them; 1 for one field at full weight). effectors: Blender's force fields (core.Effector: Wind with
     falloff, Force, Vortex, Drag), as its Cloth feels them.
     contact_stiffness κ (N/m per kg, i.e. 1/s²) is the colliders' penalty stiffness per unit of
     vertex mass: a vertex of mass m is pushed out with κ·m·depth, so the cloth sinks g/κ under
@@ -254,6 +256,7 @@ class Scene:
         self_friction=0.0,
         goals=None,
         wind=None,
+        wind_drag=1.0,
         effectors=(),
         bounds=True,
         self_pieces=None,
@@ -304,6 +307,9 @@ class Scene:
             raise ValueError("goals must be a core.Goals")
         self.goals = None if goals is None else goals.checked(self)
         self.wind = None if wind is None else checked_array(wind, [(3,), (self.steps + 1, 3)], "wind")
+        if not (np.isfinite(wind_drag) and wind_drag >= 0):
+            raise ValueError(f"the wind's drag must be non-negative, got {wind_drag}")
+        self.wind_drag = float(wind_drag)
         if not all(isinstance(e, Effector) for e in effectors):
             raise ValueError("effectors must be core.Effector fields")
         self.effectors = [e.checked(self.steps + 1) for e in effectors]
@@ -365,6 +371,7 @@ class Scene:
         "self_friction",
         "goals",
         "wind",
+        "wind_drag",
         "effectors",
         "self_pieces",
         "self_within",

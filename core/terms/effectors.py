@@ -1,7 +1,8 @@
 """Wind and force fields on the cloth's triangles as Blender's Cloth applies them: the fields'
 force at the step's start (core.model.pressure.FaceForces, StepLag.fields) enters the step's
 energy as −fᵀy. As Blender's, it is explicit: the gradient passes carry its derivatives by that
-start (add_lag_gradient, add_lag_tangent) and by the scene's wind (the "wind" design).
+start (add_lag_gradient, add_lag_tangent) and by the scene's wind and its drag (the "wind" and
+"wind_drag" designs).
 """
 
 import numpy as np
@@ -10,7 +11,7 @@ from .base import Term
 
 
 class FieldForces(Term):
-    fields = ("wind",)
+    fields = ("wind", "wind_drag")
 
     def __init__(self, pot):
         self.scene = pot.scene
@@ -30,13 +31,13 @@ class FieldForces(Term):
         out -= q[1].force
 
     def design_gradient(self, q, lam, out):
-        """∂(∇Φ·λ)/∂wind = −∂(f·λ)/∂wind."""
+        """∂(∇Φ·λ)/∂wind = −∂(f·λ)/∂wind, and so by its drag."""
         if self.scene.wind is not None:
-            q[1].wind_pullback(-lam, out["wind"])
+            out["wind_drag"] += q[1].wind_pullback(-lam, out["wind"])
 
     def design_tangent(self, q, dp, out):
         if self.scene.wind is not None:
-            out -= q[1].wind_push(dp["wind"])
+            out -= q[1].wind_push(dp["wind"], dp["wind_drag"])
 
     def add_lag_gradient(self, q, lam, out, out_v, out_u):
         """−∂(f·λ)/∂xₛ and −∂(f·λ)/∂vₛ."""

@@ -20,7 +20,7 @@ class CoulombFriction(Term):
     (Self Friction), each a Friction the step's StepLag made at its start."""
 
     refits = True
-    fields = ("friction", "self_friction", "contact_stiffness", "wind")
+    fields = ("friction", "self_friction", "contact_stiffness", "wind", "wind_drag")
 
     def __init__(self, pot):
         self.contact_stiffness = pot.scene.contact_stiffness
@@ -74,7 +74,7 @@ class CoulombFriction(Term):
             else:
                 out["friction"][col] += part / fs.f.mu
             if self.windy and fs.f.fields is not None:
-                fs.add_wind_gradient(v, out["wind"])
+                out["wind_drag"] += fs.add_wind_gradient(v, out["wind"])
 
     def design_tangent(self, q, dp, out):
         for col, fs in q:
@@ -82,5 +82,5 @@ class CoulombFriction(Term):
             rate = dp["contact_stiffness"] / self.contact_stiffness * fs.f.stiff + dmu / fs.f.mu
             if rate.any():
                 fs.f.spread(out, fs.grad * rate[:, None])
-            if self.windy and fs.f.fields is not None and dp["wind"].any():
-                fs.add_wind_tangent(dp["wind"], out)
+            if self.windy and fs.f.fields is not None and (dp["wind"].any() or dp["wind_drag"]):
+                fs.add_wind_tangent(dp["wind"], dp["wind_drag"], out)
