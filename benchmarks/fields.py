@@ -44,6 +44,8 @@ CASES = {
     "drag": ("DRAG", (0.0, 0.0, 0.0), (0, 0, 0), 1.0, {"quadratic_drag": 1.0}),
     "drag_linear": ("DRAG", (0.0, 0.0, 0.0), (0, 0, 0), 0.0, {"quadratic_drag": 1.0}),
     "wind_flow": ("WIND", (0.0, 0.0, 0.0), (0, 0, 0), 1e-6, {}),  # Flow 1 alone: drag along the normals
+    # the same at the cloth's Field Weights › Wind 0.5 (Blender halves the drag too)
+    "wind_flow_weight": ("WIND", (0.0, 0.0, 0.0), (0, 0, 0), 1e-6, {"wind_weight": 0.5}),
     "turbulence": ("TURBULENCE", (0.0, 0.0, 0.0), (0, 0, 0), 10.0, {"size": 0.3}),
 }
 
@@ -63,6 +65,9 @@ def build(side, case, falling=False):
         mod.settings.vertex_group_mass = ""
     if case is not None:
         kind, location, rotation, strength, extra = CASES[case]
+        extra = dict(extra)
+        if "wind_weight" in extra:  # the cloth's Field Weights › Wind, Blender's and DiffCloth's
+            mod.settings.effector_weights.wind = cloth.diffcloth.wind_weight = extra.pop("wind_weight")
         bpy.ops.object.effector_add(type=kind, location=location, rotation=rotation)
         field = bpy.context.active_object.field
         field.strength = strength
@@ -91,7 +96,8 @@ def blender(side, case, falling):
 
 
 def read_fields(side, case):
-    """The uniform wind and core effectors the add-on reads from the case's Blender scene."""
+    """The uniform wind, its drag and the core effectors the add-on reads from the case's Blender
+    scene."""
     import bpy
 
     from diffcloth.diffcloth_addon.fields import FieldReader
@@ -101,15 +107,17 @@ def read_fields(side, case):
     reader = FieldReader(scene, cloth.diffcloth, depsgraph)
     for _ in range(FRAMES + 1):
         reader.read(depsgraph)
-    return reader.wind(), reader.effectors()
+    return reader.wind(), reader.wind_drag(), reader.effectors()
 
 
-def diffcloth(side, solver, falling, wind=None, effectors=()):
+def diffcloth(side, solver, falling, wind=None, wind_drag=1.0, effectors=()):
     verts, tris = dc.grid(side, side, size=1.0)
     top = np.flatnonzero(np.isclose(verts[:, 1], 0.5))
     pinned = [] if falling else [top[0], top[-1]]
     cloth = dc.Cloth(verts, tris, mass=MASS, k_tension=K_TENSION, k_bending=K_BENDING, bending="springs", pinned=pinned)
-    scene = dc.Scene(cloth, steps=FRAMES, dt=1 / FPS, solver=solver, wind=wind, effectors=effectors)
+    scene = dc.Scene(
+        cloth, steps=FRAMES, dt=1 / FPS, solver=solver, wind=wind, wind_drag=wind_drag, effectors=effectors
+    )
     t0 = time.perf_counter()
     x = dc.simulate(scene).x[-1]
     return x, time.perf_counter() - t0
@@ -134,9 +142,9 @@ def main():
             along = moved.mean(axis=0) / np.linalg.norm(moved.mean(axis=0))
             pushed = {"blender": float((moved @ along).mean())}
             rms = {"blender": float(np.sqrt((moved**2).sum(axis=1).mean()))}
-            wind, effectors = read_fields(side, case)
+            wind, wind_drag, effectors = read_fields(side, case)
             for solver in ("linearized", "newton"):
-                x, row[f"{solver}_s"] = diffcloth(side, solver, falling, wind, effectors)
+                x, row[f"{solver}_s"] = diffcloth(side, solver, falling, wind, wind_drag, effectors)
                 pushed[solver] = float(((x - calm[solver]) @ along).mean())
                 rms[solver] = float(np.sqrt(((x - calm[solver]) ** 2).sum(axis=1).mean()))
             row.update({f"{k}_push_mm": round(v * 1e3, 1) for k, v in pushed.items()})
