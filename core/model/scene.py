@@ -306,10 +306,7 @@ class Scene:
         if goals is not None and not isinstance(goals, Goals):
             raise ValueError("goals must be a core.Goals")
         self.goals = None if goals is None else goals.checked(self)
-        self.wind = None if wind is None else checked_array(wind, [(3,), (self.steps + 1, 3)], "wind")
-        if not (np.isfinite(wind_drag) and wind_drag >= 0):
-            raise ValueError(f"the wind's drag must be non-negative, got {wind_drag}")
-        self.wind_drag = float(wind_drag)
+        self._set_wind(wind, wind_drag)
         if not all(isinstance(e, Effector) for e in effectors):
             raise ValueError("effectors must be core.Effector fields")
         self.effectors = [e.checked(self.steps + 1) for e in effectors]
@@ -423,6 +420,12 @@ class Scene:
         if self.forces is None:
             return 0.0
         return float(np.linalg.norm(self.forces / self.cloth.masses[None, :, None], axis=2).max())
+
+    def _set_wind(self, wind, drag):
+        self.wind = None if wind is None else checked_array(wind, [(3,), (self.steps + 1, 3)], "wind")
+        if not (np.isfinite(drag) and drag >= 0):
+            raise ValueError(f"the wind's drag must be non-negative, got {drag}")
+        self.wind_drag = float(drag)
 
     def wind_at(self, s):
         """The wind (3,) during integrator step s → s+1, as at its start (Blender's, explicit)."""
