@@ -200,34 +200,34 @@ class Friction(Param):
 
 
 class LogFactor(Param):
-    """One factor a = exp(θ) on a design field's value in the scene (`base`): its pattern kept,
-    its size optimized. Subclasses name the field and say what its base is."""
+    """One factor a = exp(θ) on design fields' values in the scene (`bases`: per field it
+    overwrites, its value there): their pattern kept, their size optimized. Subclasses name the
+    fields and say what their bases are."""
 
     span = LOG_SPAN
-    field = None
 
-    @property
-    def overwrites(self):
-        return (self.field,)
-
-    def base(self, scene):
+    def bases(self, scene):
+        """{field: its value in the scene} for every field in overwrites (ValueError without one)."""
         raise NotImplementedError
 
     def initial(self, scene):
-        self.base(scene)  # refuses a scene without one
+        self.bases(scene)  # refuses a scene without one
         return np.zeros(1)
 
     def to_theta(self, value):
         return float(np.log(value))
 
     def apply(self, theta, design, scene):
-        design[self.field] = np.exp(theta[0]) * self.base(scene)
+        for field, base in self.bases(scene).items():
+            design[field] = np.exp(theta[0]) * base
 
     def pullback(self, theta, grad, design, scene):
-        return np.array([np.exp(theta[0]) * float(np.sum(getattr(grad, self.field) * self.base(scene)))])
+        total = sum(float(np.sum(getattr(grad, f) * base)) for f, base in self.bases(scene).items())
+        return np.array([np.exp(theta[0]) * total])
 
     def jvp(self, theta, dtheta, design, tangent, scene):
-        tangent[self.field] = tangent[self.field] + dtheta[0] * np.exp(theta[0]) * self.base(scene)
+        for field, base in self.bases(scene).items():
+            tangent[field] = tangent[field] + dtheta[0] * np.exp(theta[0]) * base
 
     def describe(self, theta):
         return {self.name: float(np.exp(theta[0]))}
@@ -238,13 +238,13 @@ class FrictionScale(LogFactor):
     how much the cloth slides on all of them, their proportions kept (the add-on's Friction)."""
 
     name = "friction_scale"
-    field = "friction"
+    overwrites = ("friction",)
 
-    def base(self, scene):
+    def bases(self, scene):
         mu = np.array([c.friction for c in scene.colliders], dtype=float)
         if not (mu > 0).any():
             raise ValueError(f"{self.name}: no collider has friction to scale")
-        return mu
+        return {"friction": mu}
 
 
 class SelfFriction(Param):
@@ -602,24 +602,12 @@ class WindStrength(LogFactor):
     Weights › Wind scales both; its gusts and direction kept."""
 
     name = "wind_strength"
-    field = "wind"
     overwrites = ("wind", "wind_drag")
 
-    def base(self, scene):
+    def bases(self, scene):
         if scene.wind is None:
             raise ValueError(f"{self.name}: the scene has no wind to scale")
-        return scene.wind
-
-    def apply(self, theta, design, scene):
-        super().apply(theta, design, scene)
-        design["wind_drag"] = np.exp(theta[0]) * scene.wind_drag
-
-    def pullback(self, theta, grad, design, scene):
-        return super().pullback(theta, grad, design, scene) + np.exp(theta[0]) * float(grad.wind_drag) * scene.wind_drag
-
-    def jvp(self, theta, dtheta, design, tangent, scene):
-        super().jvp(theta, dtheta, design, tangent, scene)
-        tangent["wind_drag"] = tangent["wind_drag"] + dtheta[0] * np.exp(theta[0]) * scene.wind_drag
+        return {"wind": scene.wind, "wind_drag": scene.wind_drag}
 
 
 class KeyedForces(Acceleration):
