@@ -61,6 +61,38 @@ def test_a_force_field_read_at_every_frame_pushes_the_cloth(blank):
     assert gather(blank).scene.effectors == []
 
 
+def mean_x(context, obj, frames):
+    """obj's evaluated mean x at each of frames."""
+    out = []
+    for f in frames:
+        context.scene.frame_set(f)
+        out.append(float(evaluated(obj)[:, 0].mean()))
+    return np.array(out)
+
+
+def test_a_field_acts_from_the_frame_its_strength_is_keyed_on_as_in_blender(blank):
+    """Blender evaluates a cloth's force fields at the frame it steps to: a Force field off to the
+    side whose strength rises from 0 at frame 4 to 5 at frame 5 first moves a falling sheet
+    sideways at frame 5, in Blender's Cloth and in DiffCloth's bake alike (the sheet's mean x
+    moves by nothing else)."""
+    scene = blank.scene
+    scene.frame_start, scene.frame_end = 1, 6
+    cloth = grid_cloth(n=7, fabric=True, pins=False)
+    force = field("FORCE", location=(-1.0, 0.0, 0.0), strength=0.0)
+    force.keyframe_insert("field.strength", frame=4)
+    force.field.strength = 5.0
+    force.keyframe_insert("field.strength", frame=5)
+    assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+    ours = mean_x(blank, cloth, (1, 4, 5, 6)) - mean_x(blank, cloth, (1,))
+    bpy.ops.diffcloth.clear_bake()
+    cloth.diffcloth.role = "NONE"
+    cloth.modifiers.new("Cloth", "CLOTH")
+    scene.frame_set(1)
+    blenders = mean_x(blank, cloth, (1, 4, 5, 6)) - mean_x(blank, cloth, (1,))
+    for motion in (blenders, ours):
+        assert abs(motion[1]) < 1e-7 and motion[2] > 1e-5 and motion[3] > motion[2]
+
+
 def test_vortex_drag_and_a_wind_with_falloff_are_effectors(blank):
     scene = blank.scene
     scene.frame_start, scene.frame_end = 1, 7

@@ -19,7 +19,7 @@ import copy
 
 import numpy as np
 
-from .frames import at_step, per_frame
+from .frames import field_frame, per_frame
 
 KINDS = ("WIND", "FORCE", "VORTEX", "DRAG", "TURBULENCE")
 SHAPES = ("POINT", "LINE", "PLANE")
@@ -201,9 +201,10 @@ class Effector:
         return out
 
     def at(self, s, substeps):
-        """Origin, unit axis and strength during integrator step s, linear between frames."""
-        axis = at_step(self.axis, s, substeps)
-        return at_step(self.origin, s, substeps), axis / np.linalg.norm(axis), at_step(self.strength, s, substeps)
+        """Origin, unit axis and strength during integrator step s: the frame's it steps toward
+        (frames.field_frame)."""
+        f = field_frame(s, substeps)
+        return self.origin[f], self.axis[f], self.strength[f]
 
     def velocity(self, s, substeps, x, v):
         """The field's vector at positions x, velocities v (n,3), in m/s (Blender's × √1000)."""

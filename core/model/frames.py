@@ -30,6 +30,13 @@ def at_step(frames, s, substeps):
     return sum(weight * frames[f] for f, weight in frame_weights(s, substeps))
 
 
+def field_frame(s, substeps):
+    """The frame whose force fields (the wind, effectors) act during integrator step s → s+1: the
+    frame it steps toward, held over its substeps. Blender evaluates a cloth's effectors once a
+    frame, at the frame it simulates (its depsgraph's), for every substep from the frame before."""
+    return s // substeps + 1
+
+
 def per_frame(value, shape, frames, what):
     """value of `shape`, or one per frame (frames, *shape), as the (frames, *shape) array."""
     return checked_array(value, [shape, (frames, *shape)], what)

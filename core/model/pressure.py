@@ -17,7 +17,7 @@ import numpy as np
 
 from ..numerics.scatter import scatter_add
 from .effectors import field_vectors
-from .frames import at_step, frame_weights
+from .frames import field_frame
 
 # Blender's 0.02 (kg per m² and internal time unit) in SI: its time unit is 1/√1000 s when its
 # cloth runs in seconds (time_scale = √1000/fps, docs/benchmarks.md), so 0.02·√1000 kg/(m²·s)
@@ -127,18 +127,17 @@ class FaceForces:
 
     def wind_pullback(self, lam, out_wind):
         """out_wind (frames+1, 3) += ∂(f·λ)/∂(the scene's wind per frame) = Σ_T Σ_k μ_k·c (s_k =
-        (w − κ·v_k)·c), shared between the step's frames as Scene.wind_at reads them; returns
+        (w − κ·v_k)·c), at the frame Scene.wind_at reads; returns
         ∂(f·λ)/∂κ = −Σ_T Σ_k μ_k·(c·v_k)."""
         tris = self.tris
         mu = _shared(self.scale[:, None] * np.einsum("tkj,tj->tk", lam[tris], self.c))
         g = np.einsum("t,tj->j", mu.sum(axis=1), self.c)
-        for frame, weight in frame_weights(self.s, self.substeps):
-            out_wind[frame] += weight * g
+        out_wind[field_frame(self.s, self.substeps)] += g
         return -float(np.einsum("tk,tkj,tj->", mu, self._start[1][tris], self.c))
 
     def wind_push(self, dwind, ddrag=0.0):
         """(∂f/∂wind)·δwind + (∂f/∂κ)·δκ (n,3) for a change δwind (frames+1, 3) of the scene's wind
         and δκ of its drag."""
-        dr = at_step(dwind, self.s, self.substeps)[None, :] - ddrag * self._start[1]
+        dr = dwind[field_frame(self.s, self.substeps)][None, :] - ddrag * self._start[1]
         dt = _shared(np.einsum("tkj,tj->tk", dr[self.tris], self.c))
         return _scattered(self.n, self.tris, (self.scale[:, None] * dt)[:, :, None] * self.c[:, None, :])

@@ -6,7 +6,7 @@ import numpy as np
 
 from .cloth import Cloth
 from .effectors import Effector
-from .frames import at_step, checked_array
+from .frames import at_step, checked_array, field_frame
 from .material import SHEET
 from .mesh import crossing_pairs, hinge_weights
 
@@ -428,8 +428,9 @@ class Scene:
         self.wind_drag = float(drag)
 
     def wind_at(self, s):
-        """The wind (3,) during integrator step s → s+1, as at its start (Blender's, explicit)."""
-        return at_step(self.wind, s, self.substeps)
+        """The wind (3,) during integrator step s → s+1: the frame's it steps toward, as Blender's
+        effectors (frames.field_frame)."""
+        return self.wind[field_frame(s, self.substeps)]
 
     def force_at(self, s):
         """Control force (n,3) acting during integrator step s → s+1, or None."""
