@@ -18,7 +18,6 @@ import math
 import numpy as np
 
 from .. import core as dc
-from .errors import InputError
 from .reading import action_fcurves, collection_objects, evaluated, physics_objects
 
 SIMULATED = ("WIND", "FORCE", "VORTEX", "DRAG", "TURBULENCE")
@@ -167,11 +166,6 @@ class FieldReader:
         for o in self.fields:
             field = o.field
             origin, axis, strength = (np.array(a) for a in zip(*self.frames[o.name]))
-            if not (np.linalg.norm(axis, axis=1) > 0).all():
-                raise InputError(
-                    f"force field '{o.name}' is scaled to zero in some frame of the run, which leaves its Z axis "
-                    "without a direction: keep its scale above zero (animate its Strength to turn it off)"
-                )
             out.append(
                 dc.Effector(
                     field.type,

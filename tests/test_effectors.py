@@ -127,6 +127,6 @@ def test_bad_fields_are_refused():
     with pytest.raises(ValueError, match="kind"):
         dc.Effector("MAGNET", (0, 0, 0), (0, 0, 1), 1.0)
     with pytest.raises(ValueError, match="axis"):
-        dc.Scene(cloth, steps=2, effectors=[dc.Effector("FORCE", (0, 0, 0), (0, 0, 0), 1.0)])
+        dc.Scene(cloth, steps=2, effectors=[dc.Effector("FORCE", (0, 0, 0), (0, 0), 1.0)])
     with pytest.raises(ValueError, match="strength"):
         dc.Scene(cloth, steps=2, effectors=[dc.Effector("FORCE", (0, 0, 0), (0, 0, 1), [1.0, 2.0])])

@@ -174,7 +174,7 @@ def test_fields_blender_leaves_out_are_left_out_and_the_others_named(blank):
     """As Blender's Cloth: the cloth's own field does not push it, a negative Field Weight is no
     field (Blender applies a field only where its falloff is positive), a Wind weakened off its axis
     (Tube falloff with a radial power) is simulated as it is, not as the uniform wind; a particle
-    system's field, not simulated, is named, and so is a field scaled to zero."""
+    system's field, not simulated, is named."""
     scene = blank.scene
     scene.frame_start, scene.frame_end = 1, 5
     cloth = grid_cloth(n=5, fabric=True)
@@ -203,11 +203,37 @@ def test_fields_blender_leaves_out_are_left_out_and_the_others_named(blank):
         f"force field of particle system '{system}' on '{emitter.name}' (Force) is ignored: DiffCloth simulates "
         "the fields of objects, not of particles"
     ]
-    wind.scale = (0.0, 0.0, 0.0)
-    from diffcloth.diffcloth_addon.errors import InputError
 
-    with pytest.raises(InputError, match=f"force field '{wind.name}' is scaled to zero"):
-        gather(blank)
+
+def test_a_field_scaled_to_zero_acts_as_in_blender(blank):
+    """An object scaled to zero has no Z axis: Blender's Cloth then feels a Point-shaped Force
+    field as ever and a Plane-shaped one not at all, and so does DiffCloth's bake (they were
+    refused). The fields, off to the side and turned, push the falling sheet along x alone."""
+    scene = blank.scene
+    scene.frame_start, scene.frame_end = 1, 5
+    cloth = grid_cloth(n=7, fabric=True, pins=False)
+    force = field("FORCE", location=(-1.0, 0.0, 0.0), strength=5.0)
+    force.rotation_euler = (0.0, 1.2, 0.0)
+    frames = (1, 2, 3, 4, 5)
+    moved = {}
+    for shape in ("POINT", "PLANE"):
+        force.field.shape = shape
+        for scale in (1.0, 0.0):
+            force.scale = (scale, scale, scale)
+            assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
+            ours = mean_x(blank, cloth, frames)
+            bpy.ops.diffcloth.clear_bake()
+            cloth.diffcloth.role = "NONE"
+            modifier = cloth.modifiers.new("Cloth", "CLOTH")
+            scene.frame_set(1)
+            moved[shape, scale] = ours - ours[0], (blenders := mean_x(blank, cloth, frames)) - blenders[0]
+            cloth.modifiers.remove(modifier)
+            cloth.diffcloth.role = "CLOTH"
+    for ours, blenders in moved.values():  # the same way, as far within a factor of 2 where they move
+        assert np.all(np.sign(np.round(ours, 7)) == np.sign(np.round(blenders, 7)))
+    point, plane = moved["POINT", 0.0], moved["PLANE", 0.0]
+    assert np.array_equal(point[0], moved["POINT", 1.0][0]) and point[1][-1] > 1e-4 and point[0][-1] > 1e-4
+    assert np.abs(plane[0]).max() < 1e-9 and np.abs(plane[1]).max() < 1e-7 < moved["PLANE", 1.0][0][-1]
 
 
 def test_a_field_setting_animated_beside_its_strength_is_named(blank):

@@ -141,8 +141,9 @@ class Falloff:
 
 class Effector:
     """One force field. kind: WIND, FORCE, VORTEX, DRAG or TURBULENCE; origin (3,) or per frame (frames, 3);
-    axis its Z axis, likewise; strength scalar or per frame; shape POINT, LINE or PLANE (default:
-    PLANE for Wind and Vortex, POINT otherwise, as Blender creates them); flow (Blender's Flow:
+    axis its Z axis, likewise (zero: none, as of an object scaled to zero); strength scalar or per
+    frame; shape POINT, LINE or PLANE (default: PLANE for Wind and Vortex, POINT otherwise, as
+    Blender creates them); flow (Blender's Flow:
     drag toward the field's own velocity, 0 none); damping: Drag's linear part; falloff a Falloff;
     wind_factor: the share pressed along the triangles' normals (default 1 for Wind, else 0);
     gravitation: a Force's 1/r²; size and global_coords: Turbulence's cell size and whether its noise
@@ -194,9 +195,9 @@ class Effector:
         out.origin = per_frame(self.origin, (3,), frames, "effector origin")
         axis = per_frame(self.axis, (3,), frames, "effector axis")
         length = np.linalg.norm(axis, axis=1)
-        if not (length > 0).all():
-            raise ValueError("effector axis must not be zero")
-        out.axis = axis / length[:, None]
+        # a zero axis (an object scaled to zero) has no direction, as Blender's normalized Z then:
+        # a Point shape's force acts as ever, a Plane's and the axis's falloffs see none
+        out.axis = axis / np.where(length > 0, length, 1.0)[:, None]
         out.strength = per_frame(self.strength, (), frames, "effector strength")
         return out
 
