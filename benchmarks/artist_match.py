@@ -337,6 +337,7 @@ def optimized_row(cloth, name, side, max_iter, within, move_pins=None, friction=
     }
     if friction:
         row["friction_scale"] = round(stored.get("friction_scale", 1.0), 4)
+    row["objective"] = round(float(stored["loss"]), 5)
     if BEST_OF:
         row["best_of_10x"] = best_of(stored["iterations"])
     return row, stored
@@ -397,6 +398,7 @@ def best_of(iterations, seed=1):
             mean_mm={str(f + setup.start): round(d[0] * 1e3, 1) for f, d in distances.items()},
             largest_mm={str(f + setup.start): round(d[1] * 1e3, 1) for f, d in distances.items()},
             max_control_g=round(result.scene.max_control_acceleration() / G, 2),
+            objective=round(float(result.loss), 5),  # the keys' loss and the regularizers, as Optimize's
         )
 
     rows = (
