@@ -84,8 +84,13 @@ def _unfollowed(o):
     if field.type == "TURBULENCE":
         left.append("noise pattern (DiffCloth's turbulence has the same size and strength, not Blender's pattern)")
     if left:
-        return f"{field.type.title()} field '{o.name}': its {', '.join(left)} not followed"
+        return f"{_shown(field, 'type')} field '{o.name}': its {', '.join(left)} not followed"
     return None
+
+
+def _shown(field, setting):
+    """The name Blender's panel shows for a field's setting (Lennard-Jones, Fluid Flow, Every Point)."""
+    return field.bl_rna.properties[setting].enum_items[getattr(field, setting)].name
 
 
 class FieldReader:
@@ -112,7 +117,7 @@ class FieldReader:
             if field is None or field.type == "NONE" or not evaluated(o, depsgraph):
                 continue
             if field.type not in SIMULATED or field.shape not in SHAPES:
-                what = field.type.title() if field.type not in SIMULATED else f"{field.shape.title()} shape"
+                what = _shown(field, "type") if field.type not in SIMULATED else f"{_shown(field, 'shape')} shape"
                 self.warnings.append(
                     f"force field '{o.name}' ({what}) is ignored: DiffCloth simulates Wind, Force, Vortex, Drag and "
                     "Turbulence fields of Point, Line or Plane shape"
@@ -132,7 +137,7 @@ class FieldReader:
             for field in (system.settings.force_field_1, system.settings.force_field_2):
                 if field is not None and field.type != "NONE":
                     self.warnings.append(
-                        f"force field of particle system '{system.name}' on '{o.name}' ({field.type.title()}) is "
+                        f"force field of particle system '{system.name}' on '{o.name}' ({_shown(field, 'type')}) is "
                         "ignored: DiffCloth simulates the fields of objects, not of particles"
                     )
 
