@@ -6,8 +6,9 @@ baked by DiffCloth and by Blender's Cloth on the same rig, in one process.
   writing the bake), with the add-on's default linearized steps and with Optimize's converged ones,
   against stepping Blender's Cloth (its defaults, Cotton, quality 5, at DiffCloth's vertex mass:
   at_our_mass) on both cloths through the frames, each cloth with Collision physics so that they
-  collide with one another, as far apart as DiffCloth keeps them (criterion: DiffCloth ≤ 1×
-  Blender's time), and how far apart the two bakes end; and Blender at its defaults throughout
+  collide with one another, as far apart as DiffCloth keeps them, a run of each in turn (criterion:
+  DiffCloth ≤ 1× Blender's time; the median of the rounds' own ratios beside it), and how far apart
+  the two bakes end; and Blender at its defaults throughout
   (0.3 kg a vertex, its own collision distances), as the fabric benchmarks compare;
 - pins: the largest distance of a pinned vertex from where the rig puts it at any frame (≤ 1 mm);
 - body: the deepest cloth vertex inside the body beyond its Collision thickness (≤ 1 mm), and
@@ -109,7 +110,8 @@ def depths(setup, moved):
 
 
 def diffcloth_bake(solver, repeats):
-    """Simulate & Bake of both cloths with `solver` steps: median seconds, their motion, the Setup."""
+    """Simulate & Bake of both cloths with `solver` steps: the seconds of each run, their motion,
+    the Setup and where the rig holds them."""
     times = []
     for _ in range(repeats):
         scene = open_scene()
@@ -119,12 +121,12 @@ def diffcloth_bake(solver, repeats):
         assert bpy.ops.diffcloth.simulate() == {"FINISHED"}
         times.append(time.perf_counter() - t0)
     setup = convert.gather(bpy.context, need_targets=False)
-    return statistics.median(times), motions(scene, ("Subdivision",)), setup, rigged(scene, CACHE_MODIFIER)
+    return times, motions(scene, ("Subdivision",)), setup, rigged(scene, CACHE_MODIFIER)
 
 
 def blender_bake(repeats, matched=True):
     """Blender's Cloth on both cloths after their Armature, colliding with the body and each other:
-    median seconds and their motion. matched: at DiffCloth's vertex mass (at_our_mass) and as far
+    the seconds of each run and their motion. matched: at DiffCloth's vertex mass (at_our_mass) and as far
     apart as DiffCloth keeps them; else Blender's defaults throughout (0.3 kg a vertex, its
     collision distances), as the fabric benchmarks compare them. The Subdivision after it is
     removed: toggling a modifier while stepping would reset Blender's cache, and its cost is not
@@ -154,7 +156,7 @@ def blender_bake(repeats, matched=True):
                 motion[name].append(world(scene.objects[name], ()))  # as an artist's viewport evaluates it
         times.append(time.perf_counter() - t0)
         assert "outdated" not in scene.objects["Cape"].modifiers["Cloth"].point_cache.info
-    return statistics.median(times), {name: np.array(x) for name, x in motion.items()}
+    return times, {name: np.array(x) for name, x in motion.items()}
 
 
 # Blender's settings that act per unit of its vertex mass: scaled with it, its cloth moves alike
@@ -208,18 +210,27 @@ def main():
     try:
         out = {}
         ours = {}
-        for solver in ("LINEARIZED", "NEWTON"):
-            t, moved, setup, held = diffcloth_bake(solver, args.repeats)
+        # DiffCloth's default bake and Blender's matched one in turn, a run of each a round: a
+        # machine whose speed drifts (30-50% within an hour, seen here) moves both alike
+        linearized, blender = [], []
+        for _ in range(args.repeats):
+            linearized.append(diffcloth_bake("LINEARIZED", 1))
+            blender.append(blender_bake(1))
+        rounds = {
+            "LINEARIZED": ([t for times, *_ in linearized for t in times], *linearized[-1][1:]),
+            "NEWTON": diffcloth_bake("NEWTON", args.repeats),
+        }
+        for solver, (times, moved, setup, held) in rounds.items():
             ours[solver] = moved
             out[f"diffcloth_{solver.lower()}"] = dict(
-                seconds=round(t, 2),
+                seconds=round(statistics.median(times), 3),
                 pins_off_mm=round(pins_off(bpy.context.scene, moved, held) * 1e3, 3),
                 inside_body_mm=round(max(depths(setup, moved), 0.0) * 1e3, 2),
             )
-        t_defaults, _ = blender_bake(args.repeats, matched=False)
-        t, moved = blender_bake(args.repeats)
+        t_defaults = statistics.median(blender_bake(args.repeats, matched=False)[0])
+        times, moved = [t for ts, _ in blender for t in ts], blender[-1][1]
         out["blender"] = dict(
-            seconds=round(t, 2),
+            seconds=round(statistics.median(times), 3),
             pins_off_mm=round(pins_off(bpy.context.scene, moved, held) * 1e3, 3),
             inside_body_mm=round(max(depths(setup, moved), 0.0) * 1e3, 2),
             # how far the cape's hem hangs from DiffCloth's (linearized) at the last frame: the same shot?
@@ -230,10 +241,14 @@ def main():
                 for name in CLOTHS
             },
         )
+        # the ratio within each round, its median: what the drift leaves of the comparison
+        out["diffcloth_linearized"]["ratio_by_round"] = round(
+            statistics.median(d[0][0] / b[0][0] for d, b in zip(linearized, blender)), 2
+        )
         out["vertices"] = len(setup.scene.x0)
         t, reached = keys(args.repeats) if not DENSE else (0.0, {})
         out["keys"] = dict(seconds=round(t, 2), reached_mm=reached)
-        out["blender_defaults"] = dict(seconds=round(t_defaults, 2))
+        out["blender_defaults"] = dict(seconds=round(t_defaults, 3))
         for key in ("diffcloth_linearized", "diffcloth_newton"):
             out[key]["ratio_to_blender"] = round(out[key]["seconds"] / out["blender"]["seconds"], 2)
             out[key]["ratio_to_blender_defaults"] = round(out[key]["seconds"] / t_defaults, 2)
