@@ -127,3 +127,22 @@ def test_scatter_add_sums_repeated_indices_as_add_at():
     np.add.at(want[:, ::2], tris, values)
     scatter_add(got[:, ::2], tris, values)
     np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13)
+
+
+@pytest.mark.parametrize("solver", ["linearized", "newton"])
+def test_isotropic_pair_blocks_sum_as_the_assembler_map_to_the_bit(solver):
+    """The hinges' constant matrix, pair blocks κ·I₃ (bounded for linearized steps), summed by
+    BlockSystem.isotropic equals the assembler map's product in every entry, its zeros' signs too:
+    the matrices every step factors are the same, so is every motion."""
+    rng = np.random.default_rng(3)
+    verts, tris = dc.grid(12, 12)
+    cloth = dc.FABRICS["cotton"].cloth(verts + rng.normal(scale=1e-3, size=verts.shape), tris, pinned=[0, 11, 60])
+    model = StepModel(dc.Scene(cloth, steps=2, solver=solver))
+    pot = model.potential
+    (hinge,) = [t for t in pot.terms if type(t).__name__ == "HingeBending"]
+    ends, kappa, _, _ = hinge.pair_couplings(hinge.bound)
+    kappa = pot.hess_scale * kappa
+    mapped = pot.system.assembler(pot.fidx[ends]) @ (kappa[:, None, None] * np.eye(3)).ravel()
+    summed = pot.system.isotropic(pot.fidx[ends], kappa)
+    assert (pot.fidx[ends] < 0).any() and np.abs(mapped).max() > 0
+    assert np.array_equal(summed, mapped) and np.array_equal(np.signbit(summed), np.signbit(mapped))

@@ -177,6 +177,25 @@ class BlockSystem:
         rows, columns, vals = self._assembly(ends)
         return sp.csr_matrix((vals, (rows, columns)), shape=(self.size, 9 * len(ends))).sorted_indices()
 
+    def isotropic(self, ends, kappa):
+        """The storage data of pair blocks κ·I₃ (kappa (P,)) at free-vertex pairs ends (P,2; −1 pinned),
+        as assembler(ends) @ (κ·I₃).ravel() gives it to the bit (each entry sums its pairs in their
+        order, as the map's sorted columns do), without building the map: 11 of a 408-vertex
+        cloth's 16 ms of set-up went to building the hinges' map for that one product."""
+        ends = np.asarray(ends, dtype=np.int64)
+        slots = np.full((len(ends), 4, 3), -1, np.int64)  # per pair: diagonal a, diagonal b, (a, b), (b, a)
+        diagonal = [0, 4, 8]  # a 3×3 block's diagonal among its nine entries
+        for k, end in enumerate(ends.T):
+            ok = end >= 0
+            slots[ok, k] = self.diag_slots[end[ok]][:, diagonal]
+        both = (ends >= 0).all(axis=1)
+        for k, (a, b) in enumerate(((0, 1), (1, 0)), start=2):
+            slots[both, k] = self.slots(ends[both, a], ends[both, b])[:, diagonal]
+        signs = np.array([1.0, 1.0, -1.0, -1.0])
+        values = np.asarray(kappa, dtype=np.float64)[:, None, None] * signs[None, :, None] * np.ones(3)
+        kept = slots >= 0
+        return np.bincount(slots[kept], weights=values[kept], minlength=self.size)
+
     def _assembly(self, ends):
         """The entries (storage slot, block entry, ±1) of assembler's map."""
         ends = np.asarray(ends, dtype=np.int64)

@@ -44,9 +44,7 @@ class HingeBending(Term):
         if pot is not None:  # its constant matrix on the scene's system
             self.bound = pot.scene.hinges_bounded
             ends, kappa, at, diag = self.pair_couplings(self.bound)
-            self.constant = (
-                pot.system.assembler(pot.fidx[ends]) @ (pot.hess_scale * kappa[:, None, None] * np.eye(3)).ravel()
-            )
+            self.constant = pot.system.isotropic(pot.fidx[ends], pot.hess_scale * kappa)
             free = pot.fidx[at] >= 0
             pot.system.add_diagonal(
                 self.constant, pot.fidx[at][free], pot.hess_scale * diag[free, None, None] * np.eye(3)
