@@ -125,3 +125,16 @@ def test_crossing_pairs_finds_triangles_passing_through_each_other():
         expected = _crossings_by_brute_force(x, tris)
         assert len(expected) > 5
         assert np.array_equal(crossing_pairs(x, tris), expected)
+
+
+def test_cloths_of_one_mesh_share_its_topology_read_only():
+    """A run builds several cloths of one mesh (reading, weights, rest angles, joining): they share
+    its edges, hinges and bending springs, which no one may change in place."""
+    verts, tris = dc.grid(6, 5)
+    cloth = dc.Cloth(verts, tris)
+    again = cloth.replace(k_tension=2 * cloth.k_tension, verts=verts + 0.01)
+    assert again.hinges is cloth.hinges and again.tension_edges is cloth.tension_edges
+    with pytest.raises(ValueError):
+        cloth.hinges[0, 0] = 1
+    other = dc.Cloth(*dc.grid(5, 6))
+    assert len(other.hinges) == len(cloth.hinges) and not np.array_equal(other.tension_edges, cloth.tension_edges)
