@@ -146,3 +146,15 @@ def test_isotropic_pair_blocks_sum_as_the_assembler_map_to_the_bit(solver):
     summed = pot.system.isotropic(pot.fidx[ends], kappa)
     assert (pot.fidx[ends] < 0).any() and np.abs(mapped).max() > 0
     assert np.array_equal(summed, mapped) and np.array_equal(np.signbit(summed), np.signbit(mapped))
+
+
+def test_the_stiffness_test_sums_each_row_along_its_axis_as_the_translations_product():
+    """BlockSystem.stiffness's row sums over the dofs along a row's own axis are its matrix's
+    products with the rigid translations, to the bit (the same entries in the same order)."""
+    system, mats = system_and_matrices()
+    translations = np.tile(np.eye(3), (system.nv, 1))
+    for data in mats:
+        product = (system.matrix(data) @ translations).reshape(-1, 3, 3).diagonal(axis1=1, axis2=2).ravel()
+        along = np.bincount(system.along_rows, weights=data[system.along], minlength=system.ndof)
+        assert np.array_equal(along, product) and (along > 0).all()
+        assert system.stiffness(data, data[system.diag]) == pytest.approx(np.max(data[system.diag] / product))

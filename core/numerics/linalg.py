@@ -154,7 +154,11 @@ class BlockSystem:
             self.diag = np.searchsorted(self.keys, np.arange(self.ndof) * (self.ndof + 1))
             self.lower_row, self.lower_col = np.divmod(self.keys[self.lower], self.ndof)
             self.band = np.zeros((self.kd + 1) * self.ndof, np.float32)
-            self.translations = np.tile(np.eye(3), (nv, 1))  # (dofs, 3): the rigid translations
+            # the entries along their row's own axis, and their rows: a row's sum over them is its
+            # product with the rigid translation along that axis (stiffness)
+            rows_of = np.repeat(np.arange(self.ndof), np.diff(self.indptr))
+            self.along = np.flatnonzero(self.indices % 3 == rows_of % 3)
+            self.along_rows = rows_of[self.along]
             self._pool = []
 
     def slots(self, a, b):
@@ -345,8 +349,7 @@ class BlockSystem:
         its axis: springs, hinges and the rest resist no translation, so that sum is the dof's mass
         (with its contact), and the ratio 1 + h²·K_ii/m. A sum that is not positive is no mass: the
         matrix is indefinite there, as Cholesky will tell."""
-        self._product.data = data
-        along = (self._product @ self.translations).reshape(-1, 3, 3).diagonal(axis1=1, axis2=2).ravel()
+        along = np.bincount(self.along_rows, weights=data[self.along], minlength=self.ndof)  # in the rows' order
         held = along > 0
         return float((diag[held] / along[held]).max(initial=0.0))
 
