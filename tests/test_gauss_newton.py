@@ -119,7 +119,8 @@ def test_gauss_newton_recovers_a_rotation_and_velocity():
     params = [dc.InitialVelocity(), dc.InitialRotation(*axis, start=0.3)]
     result = dc.optimize(scene, loss, params, method="gauss-newton")
     assert np.allclose(result.theta, theta_true, atol=1e-5), result.theta
-    assert result.evaluations <= 12, result.evaluations
+    # a few simulations an iteration, one of them the taken trial's check (_reproduced)
+    assert result.evaluations <= 12 + len(result.history), result.evaluations
     assert loss(dc.simulate(result.scene, guess=result.trajectory.step_x)) == pytest.approx(
         result.loss, rel=1e-9, abs=1e-20
     )
@@ -186,6 +187,9 @@ def test_a_trial_that_leaves_the_motion_the_model_predicts_stops_there(monkeypat
     real, frames = gn.simulate, []
 
     def counted(scene, on_frame=None, **kwargs):
+        if on_frame is None:  # the accepted trial simulated again from its motion (_reproduced)
+            return real(scene, **kwargs)
+
         def count(frame, x, v):
             frames.append(frame)
             on_frame(frame, x, v)
@@ -205,6 +209,34 @@ def test_a_trial_that_leaves_the_motion_the_model_predicts_stops_there(monkeypat
     short = current + 0.01 * (moved - current)  # the model predicted a hundredth of the change
     assert gn._below(design, loss, theta, np.inf, short, current) is None
     assert 0 < len(frames) < 10, frames
+
+
+def test_a_trial_whose_motion_does_not_come_out_again_is_refused(monkeypatch):
+    """A trial that lowers the loss is taken only if its design, simulated again from its own
+    motion as stored (float32) and perturbed, moves within REPRODUCED of it: else Simulate & Bake
+    would show another motion than the one optimized."""
+    gn = sys.modules["diffcloth.core.design.gauss_newton"]
+    real, guesses = gn.simulate, []
+    scene = small_scene(steps=10)
+    design = Design(scene, [dc.ControlForces()])
+    theta = design.theta0 + 0.5
+    loss = dc.KeyframeLoss({10: real(scene).x[-1]})
+    assert gn._below(design, loss, theta, np.inf) is not None  # a calm cloth comes out the same
+    offset = [0.0]
+
+    def elsewhere(scene, on_frame=None, guess=None, **kwargs):
+        traj = real(scene, on_frame=on_frame, guess=guess, **kwargs)
+        if on_frame is None:  # the second run: another solution of its steps, offset[0] away
+            guesses.append(guess)
+            traj.x[5:] += offset[0]
+        return traj
+
+    monkeypatch.setattr(gn, "simulate", elsewhere)
+    for off, taken in ((0.9 * gn.REPRODUCED, True), (1.1 * gn.REPRODUCED, False)):
+        offset[0] = off
+        assert (gn._below(design, loss, theta, np.inf) is not None) == taken
+    first = real(design.scene(theta)).step_x
+    assert 0 < np.abs(guesses[0] - first).max() < 1e-6  # from its own motion, rounded and perturbed
 
 
 def test_bad_input_names_the_problem(moved_pose):

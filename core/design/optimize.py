@@ -26,7 +26,7 @@ class OptimizeResult:
     elapsed, distances (the best design's {frame: (mean, largest)} distance to the keys in m, for
     a loss with distances such as KeyframeLoss), and that iteration's evaluations (simulations), adjoints, tangents (passes) and
     forward_s, adjoint_s, tangent_s (seconds in them); Gauss–Newton adds inner (Lanczos vectors,
-    each one tangent and one adjoint pass) and damping (λ)); reason: why it stopped
+    each one tangent and one adjoint pass) and damping (λ relative to the curvature along the gradient)); reason: why it stopped
     ("converged", "max_iter", "stopped", "within": every key's mean distance within `within`, or
     the method's message); method: the one that ran;
     params: the optimized quantities by name (see Param.describe); evaluations: simulations run;
