@@ -168,8 +168,7 @@ def _iteration(design, loss, point, run, state, gtol, rtol):
     krylov.extend()
     # λ = μ·α₀, α₀ the curvature along this iteration's gradient: it falls 20-40× over a run, and
     # an absolute λ, which Nielsen's rule leaves where ρ ≈ ½, damped the late steps that much too
-    # hard (the cape's hem swung along the body: objective 0.188 after 30 iterations, 0.118 with
-    # λ reset to μ·α₀ once at iteration 10)
+    # hard (the cape's hem swung along the body: objective 0.188 after 30 iterations, 0.131 so)
     curvature = max(krylov.alpha[0], np.finfo(float).tiny)
     lam = state["mu"] * curvature
     try:
