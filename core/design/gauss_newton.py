@@ -206,8 +206,8 @@ class _Higher(Exception):
 
 
 def _below(design, loss, theta, below, guess=None, current=None):
-    """The Linearized objective at θ if it comes out below `below`, else None (also when its
-    simulation fails): the simulation stops as soon as the keys passed so far, with θ's
+    """The Linearized objective at θ if it comes out below `below` and its motion comes out again
+    from itself as stored (_reproduced), else None (also when its simulation fails): the simulation stops as soon as the keys passed so far, with θ's
     regularizer, cost more, so a step that fails costs only the frames up to where it does.
     Given the motion the model predicts (guess) and the `current` one (step positions both), it
     also stops once the motion leaves the predicted one by more than MODEL_SLACK times the
@@ -251,7 +251,7 @@ def _reproduced(point):
     rng = np.random.default_rng(0)
     guess = point.traj.step_x.astype(STORED) + PERTURBATION * rng.standard_normal(point.traj.step_x.shape)
     try:
-        again = simulate(point.scene, guess=guess)
+        again = simulate(point.scene, guess=guess, keep_factors=False)  # its motion is all it needs
     except SimulationError:
         return False
     return float(np.abs(again.x - point.traj.x).max()) <= REPRODUCED
