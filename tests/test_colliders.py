@@ -8,7 +8,8 @@ import pytest
 from test_tangent import paired
 
 import diffcloth.core as dc
-from diffcloth.core.contact.colliders import _edge_slots, closest_on_triangles
+from diffcloth.core.contact.colliders import _edge_slots
+from diffcloth.core.contact.compiled import closest_on_triangles
 
 INCLINE = math.radians(30)
 TURN = np.array([[1, 0, 0], [0, math.cos(INCLINE), -math.sin(INCLINE)], [0, math.sin(INCLINE), math.cos(INCLINE)]])
@@ -79,32 +80,48 @@ def thin_bar(radius=0.03, length=1.0, segments=32):
     return verts, tris
 
 
-@pytest.mark.parametrize("shape", ["squashed sphere", "thin bar"])
-@pytest.mark.parametrize("dense", [True, False])
-def test_broad_phase_finds_what_every_triangle_would(shape, dense, monkeypatch):
-    """MeshCollider.closest (pruned dual-tree search, then the triangles whose planes are within
-    reach) against all triangles, per-point radii and none; the planes' heights from the dense table
-    and pair by pair."""
-    monkeypatch.setattr("diffcloth.core.contact.colliders.DENSE_FILL", np.inf if dense else 0)
+@pytest.mark.parametrize("shape", ["squashed sphere", "thin bar", "far away"])
+def test_broad_phase_finds_what_every_triangle_would(shape):
+    """MeshCollider.closest (the compiled grid search, rings of cells outward from each point)
+    against all triangles, per-point radii and none: triangles of many sizes, long thin ones, and
+    points far outside the grid."""
     rng = np.random.default_rng(2)
     dirs = rng.normal(size=(600, 3))
     if shape == "squashed sphere":
         verts, tris = uv_sphere(0.25)
         verts = verts * [1.0, 1.6, 0.7]  # triangles of many sizes
         pts = dirs / np.linalg.norm(dirs, axis=1)[:, None] * rng.uniform(0.15, 0.35, (600, 1)) * [1.0, 1.6, 0.7]
-    else:
+    elif shape == "thin bar":
         verts, tris = thin_bar()
         pts = rng.uniform([-0.6, -0.1, -0.1], [0.6, 0.1, 0.1], (600, 3))
+    else:
+        verts, tris = uv_sphere(0.25)
+        pts = dirs * [3.0, 0.2, 0.2] + [5.0, 0.0, 0.0]  # metres beyond the grid, one side
     mesh = dc.MeshCollider(verts, tris)
     q_all, _ = closest_on_triangles(
         np.repeat(pts, len(tris), axis=0), *(np.tile(verts[tris[:, k]], (len(pts), 1)) for k in range(3))
     )
     exact = np.linalg.norm(np.repeat(pts, len(tris), axis=0) - q_all, axis=1).reshape(len(pts), -1).min(axis=1)
-    radius = rng.uniform(0.0, 0.2, len(pts))
+    radius = rng.uniform(0.0, 0.2, len(pts)) * (1 if shape != "far away" else 40)
     for r in (radius, None):
-        mask, q, _, _ = mesh.closest(pts, verts, r)
+        mask, q, tri, bary = mesh.closest(pts, verts, r)
         assert (mask == (exact <= radius)).all() if r is not None else mask.all()
+        assert mask.any()
         assert np.allclose(np.linalg.norm(pts[mask] - q, axis=1), exact[mask], atol=1e-12)
+        corners = verts[tris[tri]]
+        assert np.allclose(np.einsum("pk,pkj->pj", bary, corners), q, atol=1e-12)  # q on its own triangle
+
+
+def test_points_off_the_grid_or_not_finite_find_what_they_should():
+    """A point exactly on a shared corner gets the lowest of its triangles; a NaN point (a
+    diverging trial) none; a radius of 0 only the surface's own points."""
+    verts, tris = box((1, 1, 1))
+    mesh = dc.MeshCollider(verts, tris)
+    pts = np.array([verts[7], [np.nan, 0.0, 0.0], [0.0, 0.0, 0.5], [0.0, 0.0, 0.6]])
+    mask, q, tri, _ = mesh.closest(pts, verts, np.array([0.1, 0.1, 0.0, 0.0]))
+    assert mask.tolist() == [True, False, True, False]
+    touching = np.flatnonzero((tris == 7).any(axis=1))
+    assert tri[0] == touching.min() and np.allclose(q[0], verts[7])
 
 
 def test_signed_distance_to_a_sphere_mesh_is_the_sphere_within_its_facets():

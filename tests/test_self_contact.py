@@ -203,33 +203,29 @@ def test_pairs_are_found_where_the_step_is_predicted_to_take_the_cloth():
     assert (planes.n[planes.p >= 36, 2] > 0.99).all()  # held on the side they start on, above
 
 
-def test_pieces_far_apart_skip_the_search_and_find_what_it_would():
-    """Two pieces that collide only with each other (cloths run together), moved through a
-    hundred configurations that drift apart, swing and come back within the search radius: every
-    search finds the pairs a fresh query finds, and where the pieces are far apart most searches
-    are skipped (the clearance from an earlier configuration shows them empty, whatever became of
-    the positions array it was measured at)."""
-    from diffcloth.core.contact import self_contact
+def test_the_broad_phase_finds_every_pair_within_reach():
+    """The compiled broad phase (core.contact.compiled.near_pairs) against every pair: vertices
+    within the radius of a triangle's centroid beyond its reach, for subsets of triangles and
+    vertices, near and far apart (pieces drifting off), none when they are apart, and a NaN
+    vertex (a diverging trial) in none."""
+    from diffcloth.core.contact.compiled import near_pairs
+    from diffcloth.core.model.mesh import centroids_and_reach
 
     cloth = two_layers(n=8, size=0.2, gap=0.006)
-    pieces = np.repeat([0, 1], cloth.n // 2)
-    query = self_contact.SelfQuery(cloth, 0.004, pieces, np.array([False, False]))
     rng = np.random.default_rng(3)
-    x, top = cloth.rest.copy(), pieces == 1
-    skipped = []
-    clear = query.clearance.clear
-    query.clearance.clear = lambda b, y, radius: skipped.append(clear(b, y, radius)) or skipped[-1]
-    found = 0
-    for step in range(100):
-        lift = 0.1 * math.sin(math.pi * step / 50) ** 2  # apart up to 10 cm, then back
-        x[:] = cloth.rest  # in place, as a step's result is moved out of colliders
-        x[top, 2] += lift + 0.001 * rng.normal(size=top.sum())
-        x += [0.01 * step, 0.0, 0.0]  # the whole carried along, as a walking body carries them
-        x[~top] += 0.0005 * rng.normal(size=((~top).sum(), 3))
-        end = x + [0.0, 0.0, -0.002] + 0.0005 * rng.normal(size=x.shape)
-        fresh = self_contact.SelfQuery(cloth, 0.004, pieces, np.array([False, False]))
-        got, want = query.planes(x, end), fresh.planes(x, end)
-        np.testing.assert_array_equal(got.keys, want.keys)
-        found += len(want.keys)
-    assert found > 0  # the pieces did come near
-    assert sum(skipped) > 0.4 * len(skipped)
+    tris = cloth.tris
+    for lift in (0.0, 0.003, 0.02, 0.1):
+        x = cloth.rest + 0.002 * rng.normal(size=cloth.rest.shape)
+        x[cloth.n // 2 :, 2] += lift
+        x[5] = np.nan
+        triangles = np.flatnonzero(rng.uniform(size=len(tris)) < 0.7)
+        vertices = np.flatnonzero(rng.uniform(size=cloth.n) < 0.7)
+        middle, reach = centroids_and_reach(x, tris)
+        dist = np.linalg.norm(x[vertices][None, :] - middle[triangles][:, None], axis=2)
+        want = set(zip(*np.nonzero(dist <= 0.008 + reach[triangles][:, None])))
+        want = {(int(vertices[j]), int(triangles[i])) for i, j in want}
+        got = set(zip(*(a.tolist() for a in near_pairs(x, tris, triangles, vertices, 0.008))))
+        assert got == want
+        assert all(p != 5 and 5 not in tris[t] for p, t in got)
+        across = [(p, t) for p, t in got if (p < cloth.n // 2) != (tris[t, 0] < cloth.n // 2)]
+        assert bool(across) == (lift < 0.05)  # 10 cm apart, no pair joins the layers

@@ -3,8 +3,8 @@
 Every collider answers the same question for the contact term (core.contact.penalty.Contact): for cloth
 vertices x at a time, the signed distance d, its gradient n (unit) and the derivative of n. The
 sphere and the plane answer exactly. A mesh answers per integrator step: at the step's start it
-finds each nearby vertex's closest point on the surface (face, edge or vertex region; cKDTree
-broad phase, vectorized narrow phase) and within the step the vertex is kept on its side of that
+finds each nearby vertex's closest point on the surface (face, edge or vertex region; a compiled
+grid search, core.contact.compiled) and within the step the vertex is kept on its side of that
 point's tangent plane (`begin_step`, a `Planes` lag). A vertex that starts a step above a thin
 board is held above the board's top face for the whole step, however far the step would take it:
 nothing tunnels. Friction (μ per collider) and thickness (None: the scene's) belong to every
@@ -13,7 +13,8 @@ kind.
 
 import numpy as np
 
-from ..model.mesh import centroids_and_reach, face_normals, search_tree
+from ..model.mesh import face_normals
+from .compiled import closest_points
 
 
 def _pose(value, what):
@@ -176,51 +177,6 @@ class Plane(Collider):
         return np.array(quad), np.array([(0, 1, 2), (0, 2, 3)])
 
 
-def closest_on_triangles(p, a, b, c):
-    """Closest points q on triangles (a, b, c) to points p, all (N,3), and barycentric weights
-    (N,3) of q (Ericson, Real-Time Collision Detection §5.1.5, vectorized): a face's interior has
-    three positive weights, an edge's two, a vertex's one."""
-    if not len(p):  # a search that found nothing (most steps of a cloth apart from itself)
-        return np.zeros((0, 3)), np.zeros((0, 3))
-    ab, ac, ap = b - a, c - a, p - a
-    d1, d2 = np.einsum("ij,ij->i", ab, ap), np.einsum("ij,ij->i", ac, ap)
-    bp = p - b
-    d3, d4 = np.einsum("ij,ij->i", ab, bp), np.einsum("ij,ij->i", ac, bp)
-    cp = p - c
-    d5, d6 = np.einsum("ij,ij->i", ab, cp), np.einsum("ij,ij->i", ac, cp)
-    va, vb, vc = d3 * d6 - d5 * d4, d5 * d2 - d1 * d6, d1 * d4 - d3 * d2
-    with np.errstate(divide="ignore", invalid="ignore"):
-        t_ab = d1 / (d1 - d3)
-        t_ac = d2 / (d2 - d6)
-        t_bc = (d4 - d3) / ((d4 - d3) + (d5 - d6))
-        denom = 1.0 / (va + vb + vc)
-    conditions = [
-        (d1 <= 0) & (d2 <= 0),
-        (d3 >= 0) & (d4 <= d3),
-        (vc <= 0) & (d1 >= 0) & (d3 <= 0),
-        (d6 >= 0) & (d5 <= d6),
-        (vb <= 0) & (d2 >= 0) & (d6 <= 0),
-        (va <= 0) & (d4 - d3 >= 0) & (d5 - d6 >= 0),
-    ]
-    # every region's weights are computed for every point and the point's own selected, the first
-    # region that holds it winning (np.where from the last: np.select took 1.3× as long): the
-    # others' may overflow or divide by zero (a point far from its triangle in a diverging trial)
-    with np.errstate(over="ignore", invalid="ignore"):
-        weights = []
-        for choices, default in (
-            ((1.0, 0.0, 1 - t_ab, 0.0, 1 - t_ac, 0.0), 1 - (vb + vc) * denom),
-            ((0.0, 1.0, t_ab, 0.0, 0.0, 1 - t_bc), vb * denom),
-            ((0.0, 0.0, 0.0, 1.0, t_ac, t_bc), vc * denom),
-        ):
-            w = default
-            for condition, choice in zip(conditions[::-1], choices[::-1]):
-                w = np.where(condition, choice, w)
-            weights.append(w)
-    bary = np.stack(weights, axis=1)
-    q = bary[:, :1] * a + bary[:, 1:2] * b + bary[:, 2:] * c
-    return q, bary
-
-
 class Planes:
     """A mesh's contacts for one step: per vertex near it (`vertices`), the closest point q at the
     step's end pose, the outward normal n of the distance there, fixed for the step, and ∇n
@@ -262,7 +218,7 @@ class MeshCollider(Collider):
         # order: a pseudonormal sums its faces as a bincount over every vertex would
         self._by_vertex = _groups(tris.T.ravel(), verts.shape[-2])
         self._by_edge = _groups(self._edge_normal_index[0].ravel(), self._edge_normal_index[1])
-        self._broad_of = None  # (pose array or None if static, its broad phase): _broad
+        self._normals_of = None  # (pose array or None if static, its face normals): _face_normals
 
     def n_poses(self):
         return 1 if self.vertices.ndim == 2 else len(self.vertices)
@@ -277,65 +233,31 @@ class MeshCollider(Collider):
     def surface(self, t, centre, reach):
         return self.at(t), self.tris
 
-    def _broad(self, verts):
-        """cKDTree of the triangles' centroids, each one's largest centroid-to-corner distance, and
-        its plane (unit normal, offset; a degenerate pose's triangle gets none: 0, 0). Built once
-        for a static mesh; for a moving one, kept for the pose array it was last built for (a
-        step's search and its normals ask of the same pose)."""
+    def _face_normals(self, verts):
+        """The unit face normals (T,3) of pose verts: computed once for a static mesh; for a moving
+        one, kept for the pose array they were last computed for (a step's search and its normals
+        ask of the same pose)."""
         if self.vertices.ndim == 2:
             verts = None
-        built = self._broad_of
-        if built is None or built[0] is not verts:
-            built = self._broad_of = (verts, self._build_broad(self.vertices if verts is None else verts))
-        return built[1]
-
-    def _build_broad(self, verts):
-        centroids, reach = centroids_and_reach(verts, self.tris)
-        normal = face_normals(verts, self.tris)[0]
-        return search_tree(centroids, self.vertices.ndim == 3), reach, normal, _rows(normal, verts[self.tris[:, 0]])
+        known = self._normals_of
+        if known is None or known[0] is not verts:
+            known = self._normals_of = (verts, face_normals(self.vertices if verts is None else verts, self.tris)[0])
+        return known[1]
 
     def closest(self, x, verts, radius=None):
         """For points x (N,3) and per-point search radii: which have a surface point within their
-        radius (mask), and for those their closest point q, triangle and its barycentric weights.
-        radius None: every point's closest point (within its nearest centroid's distance)."""
-        tree, reach, normal, offset = self._broad(verts)
-        if radius is None:
-            nearest = tree.query(x)[0]
-            radius = nearest * (1 + 1e-9) + 1e-12
-        else:  # the nearest centroid only where it can matter (inf beyond: the far ones end early)
-            radius = np.broadcast_to(radius, (len(x),))
-            nearest = tree.query(x, distance_upper_bound=(float(radius.max()) + reach.max()) * (1 + 1e-9))[0]
-        # only points with a centroid in reach ask for all of theirs (most of a cloth is far away)
-        near = np.flatnonzero(nearest <= radius + reach.max())
-        # every (centroid, point) pair within the largest radius, by one dual-tree traversal, kept
-        # where the triangle can hold a point within the radius and nearer than the nearest centroid
-        pairs = tree.sparse_distance_matrix(
-            search_tree(x[near]), float(radius[near].max(initial=0.0)) + reach.max(), output_type="ndarray"
-        )
-        bound = np.minimum(radius, nearest)[near]
-        pairs = pairs[pairs["v"] <= bound[pairs["j"]] + reach[pairs["i"]]]
-        # and where the triangle's plane is within it: a thin collider (a bar) has all its faces within
-        # reach of every point near it, most of them facing away (the narrow phase is the cost)
-        height = _heights(x[near], pairs["j"], pairs["i"], normal, offset)
-        pairs = pairs[np.abs(height) <= bound[pairs["j"]]]
-        if not len(pairs):
-            return np.zeros(len(x), bool), np.zeros((0, 3)), np.zeros(0, np.int64), np.zeros((0, 3))
-        point, tri = near[pairs["j"]], pairs["i"].astype(np.int64)
-        corners = verts[self.tris[tri]]
-        q, bary = closest_on_triangles(x[point], corners[:, 0], corners[:, 1], corners[:, 2])
-        dist = np.linalg.norm(x[point] - q, axis=1)
-        order = np.lexsort((tri, dist, point))  # per point, nearest first (a shared edge: the lower triangle)
-        first = order[np.r_[True, point[order][1:] != point[order][:-1]]]
-        keep = dist[first] <= radius[point[first]]
-        first = first[keep]
-        mask = np.zeros(len(x), bool)
-        mask[point[first]] = True
-        return mask, q[first], tri[first], bary[first]
+        radius (mask), and for those their closest point q, triangle and its barycentric weights
+        (per point the nearest; at a shared edge or corner, the lower triangle). radius None:
+        every point's closest point. Compiled (core.contact.compiled): a uniform grid of the
+        triangles, searched outward from each point."""
+        tri, q, bary = closest_points(x, radius, verts, self.tris)
+        mask = tri >= 0
+        return mask, q[mask], tri[mask], bary[mask]
 
     def _normals(self, verts):
         """The unit face normals (T,3) (the broad phase's) and the pseudonormals of vertices and
         edges where asked (_Pseudonormals): a contact's side needs only its own feature's."""
-        return _Pseudonormals(self, verts, self._broad(verts)[2])
+        return _Pseudonormals(self, verts, self._face_normals(verts))
 
     def signed(self, x, t, radius=None):
         """Signed distance of points x (within radius of the surface; None: all) at time t
@@ -494,21 +416,8 @@ def _rows(a, b):
     return np.einsum("ij,ij->i", a, b)
 
 
-def _heights(x, j, i, normal, offset):
-    """Signed heights of points x[j] over the planes (normal[i], offset[i]): from the dense table of
-    every point over every plane where the pairs fill a third of it or more (one product instead of
-    two gathers: ~6 ns an entry against ~19 ns a pair), else pair by pair (a character's body: 2,060
-    pairs of a 188 × 864 table, 1.0 ms dense, 0.05 ms by pairs)."""
-    if len(x) * len(normal) <= DENSE_FILL * len(j):
-        return (x @ normal.T - offset)[j, i]
-    return _rows(x[j], normal[i]) - offset[i]
-
-
 # m: how much farther than the thickness and the step's motion a mesh's planes reach
 SEARCH_MARGIN = 0.01
-# a mesh's broad phase takes the table of every point's height over every plane when it has at most
-# this many entries a pair
-DENSE_FILL = 3
 # m: the least distance a two-sided mesh keeps (its side test needs the contact zone's depth)
 TWO_SIDED_SHELL = 2e-3
 

@@ -25,11 +25,11 @@ import functools
 
 import numpy as np
 
-from ..model.mesh import centroids, centroids_and_reach, search_tree
+from ..model.mesh import centroids, centroids_and_reach
 from ..numerics.keys import member, sorted_unique
 from ..numerics.scatter import scatter_add
 from ..numerics.timing import timed
-from .colliders import closest_on_triangles
+from .compiled import closest_on_triangles, near_pairs
 from .penalty import LaggedFriction, combine, deep_penalty, penalty, spread
 
 # the search radius in self distances: pairs within it at the step's start or its prediction
@@ -47,19 +47,15 @@ def _dot(a, b):
     return np.einsum("ij,ij->i", a, b)
 
 
-def _near(shape, radius, blocks, moved=None, clearance=None):
+def _near(shape, radius, blocks, moved=None):
     """(vertex, triangle) pairs (P,) each whose vertex may lie within radius of the triangle in a
-    configuration (_Shape; of its centroid, beyond the triangle's reach: a cKDTree of the
-    centroids), the triangle's own corners among them (SelfQuery.excluded leaves them out), of
-    the blocks searched (SelfQuery.blocks: triangles against vertices); moved (a mask): only the
-    pairs with a moved vertex, as the vertex or as a corner. clearance (_Clearance): a block it
-    shows to hold no pair within radius is not searched, and one searched in vain is measured
-    for it."""
+    configuration (_Shape; of its centroid, beyond the triangle's reach), the triangle's own
+    corners among them (SelfQuery.excluded leaves them out), of the blocks searched
+    (SelfQuery.blocks: triangles against vertices); moved (a mask): only the pairs with a moved
+    vertex, as the vertex or as a corner. Compiled (core.contact.compiled.near_pairs)."""
     x, tris = shape.x, shape.tris
-    p, t, dist = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)], [np.zeros(0)]
-    for b, (triangles, vertices) in enumerate(blocks):
-        if not len(triangles) or not len(vertices) or (clearance is not None and clearance.clear(b, x, radius)):
-            continue
+    p, t = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+    for triangles, vertices in blocks:
         if moved is None or moved.all():
             queries = [(triangles, vertices)]
         else:  # the moved vertices against the triangles, the others against the moved triangles
@@ -67,59 +63,15 @@ def _near(shape, radius, blocks, moved=None, clearance=None):
             queries = [(triangles, vertices[moved[vertices]]), (triangles[moved_tris], vertices[~moved[vertices]])]
         for tri, vert in queries:
             if len(tri) and len(vert):
-                vertex_tree = search_tree(x[vert])
-                pairs = search_tree(shape.centroids[tri]).sparse_distance_matrix(
-                    vertex_tree, radius + float(shape.reach.max()), output_type="ndarray"
-                )
-                t.append(tri[pairs["i"]]), p.append(vert[pairs["j"]]), dist.append(pairs["v"])
-                if clearance is not None and not len(pairs) and len(queries) == 1:  # the whole block, in vain
-                    clearance.measure(b, x, shape.centroids[tri], shape.reach[tri], vertex_tree)
-    p, t, dist = np.concatenate(p), np.concatenate(t), np.concatenate(dist)
-    if not len(p):  # every block skipped or empty
-        return p, t
-    keep = dist <= radius + shape.reach[t]
-    return p[keep], t[keep]
-
-
-class _Clearance:
-    """Per block of the search (SelfQuery.blocks), a configuration where it held no pair near and
-    a lower bound there on every pair's distance |c − p| − reach (the vertex from the triangle's
-    centroid, less the triangle's reach): a cloth's pieces far apart are not searched again until
-    they may have come within the radius. Moving from there by d (per vertex), the triangles'
-    and the vertices' mean motions a_T and a_V and their largest departures from them u_T and u_V,
-    a pair's distance falls by at most 3·u_T + u_V + |a_T − a_V| (the centroid moves with its
-    corners' mean, the reach by at most 2·u_T): a skipped search would have found nothing."""
-
-    def __init__(self, tris, blocks):
-        self.corners = [np.unique(tris[triangles]) for triangles, _ in blocks]
-        self.vertices = [vertices for _, vertices in blocks]
-        self.at = [None] * len(blocks)  # per block: (positions, distance bound) or None
-
-    def measure(self, b, x, centroids, reach, vertex_tree):
-        """Block b searched in vain at positions x: its bound there (its vertices' cKDTree given).
-        A copy of x: a step's result is moved out of colliders in place afterwards (project_out)."""
-        self.at[b] = x.copy(), float((vertex_tree.query(centroids)[0] - reach).min())
-
-    def clear(self, b, x, radius):
-        """Whether block b can hold no pair within radius at positions x."""
-        if self.at[b] is None:
-            return False
-        ref, bound = self.at[b]
-        (a_t, u_t), (a_v, u_v) = (_motion(x[idx] - ref[idx]) for idx in (self.corners[b], self.vertices[b]))
-        fall = 3 * u_t + u_v + float(np.linalg.norm(a_t - a_v))
-        return bound - fall > radius * (1 + 1e-9) + 1e-12
-
-
-def _motion(d):
-    """Displacements d (K,3): their mean and their largest departure from it."""
-    mean = d.mean(axis=0)
-    return mean, float(np.sqrt(np.max(np.sum((d - mean) ** 2, axis=1))))
+                found = near_pairs(x, tris, tri, vert, radius)
+                p.append(found[0]), t.append(found[1])
+    return np.concatenate(p), np.concatenate(t)
 
 
 class _Shape:
     """The triangles at positions x: centroids and reaches, unit normals and |N| (twice the
-    areas), each measured when first read (a configuration whose search is skipped, or finds no
-    pair, needs few or none of them); the normals of a few triangles row by row."""
+    areas), of all triangles when first read for many (kept), else of the few asked row by row (a
+    configuration whose search finds few pairs or none needs few or none of them)."""
 
     def __init__(self, x, tris):
         self.x, self.tris = x, tris
@@ -128,13 +80,12 @@ class _Shape:
     def _middle(self):
         return centroids_and_reach(self.x, self.tris)
 
-    @property
-    def centroids(self):
-        return self._middle[0]
-
-    @property
-    def reach(self):
-        return self._middle[1]
+    def middle(self, t):
+        """Centroids (P,3) and reaches (P,) of triangles t."""
+        if "_middle" not in self.__dict__ and 8 * len(t) < len(self.tris):
+            return centroids_and_reach(self.x, self.tris[t])
+        middle, reach = self._middle
+        return middle[t], reach[t]
 
     @functools.cached_property
     def _normals(self):
@@ -147,8 +98,7 @@ class _Shape:
         return big / length[:, None], length
 
     def normals(self, t):
-        """Unit normals (P,3) and |N| (P,) of triangles t: of all of them at once (kept) unless
-        they are few."""
+        """Unit normals (P,3) and |N| (P,) of triangles t."""
         if "_normals" not in self.__dict__ and 8 * len(t) < len(self.tris):
             return self._rows(t)
         unit, length = self._normals
@@ -156,15 +106,16 @@ class _Shape:
 
     def height(self, p, t):
         """p's height over t's plane (P,)."""
-        return _dot(self.x[p] - self.centroids[t], self.normals(t)[0])
+        return _dot(self.x[p] - self.middle(t)[0], self.normals(t)[0])
 
     def offset(self, p, t, height, delta):
         """How far p's projection on t's plane lies outside t (its height given), exact where it
         may be within delta; beyond, a lower bound over delta (the projection's distance from
         the centroid less the reach: a flat layer's neighbours, most candidates, cost no
         closest point)."""
-        lateral = np.sqrt(np.maximum(np.sum((self.x[p] - self.centroids[t]) ** 2, axis=1) - height**2, 0.0))
-        out = lateral - self.reach[t]
+        middle, reach = self.middle(t)
+        lateral = np.sqrt(np.maximum(np.sum((self.x[p] - middle) ** 2, axis=1) - height**2, 0.0))
+        out = lateral - reach
         near = np.flatnonzero(out <= delta)
         corners = self.x[self.tris[t[near]]]
         q, _ = closest_on_triangles(self.x[p[near]], corners[:, 0], corners[:, 1], corners[:, 2])
@@ -183,7 +134,6 @@ class SelfQuery:
         self.n_tris = len(cloth.tris)
         self.pieces, self.within = pieces, within
         self.blocks = self._blocks(len(cloth.rest))
-        self.clearance = _Clearance(self.tris, self.blocks)
         p, t = _near(_Shape(cloth.rest, self.tris), self.radius, self.blocks)
         if pieces is not None:
             p, t = (a[pieces[p] == pieces[self.tris[t, 0]]] for a in (p, t))
@@ -211,10 +161,7 @@ class SelfQuery:
         over the triangle and within the radius of its plane at either, or passing it between."""
         shapes = _Shape(x, self.tris), _Shape(end, self.tris)
         keys = np.concatenate(
-            [
-                p * self.n_tris + t
-                for p, t in (_near(shape, self.radius, self.blocks, clearance=self.clearance) for shape in shapes)
-            ]
+            [p * self.n_tris + t for p, t in (_near(shape, self.radius, self.blocks) for shape in shapes)]
         )
         cands = Candidates(self, shapes[0], self.allowed(sorted_unique(keys)), end)
         start = np.flatnonzero((cands.off <= self.distance) & (np.abs(cands.height) <= self.radius))
@@ -257,7 +204,7 @@ class Candidates:
         q, end = self.query, stop.x
         strayed = np.minimum(np.linalg.norm(end - self.x, axis=1), np.linalg.norm(end - self.end, axis=1))
         moved = strayed > 0.5 * (q.radius - q.distance)
-        p, t = _near(stop, q.radius, q.blocks, moved, q.clearance)
+        p, t = _near(stop, q.radius, q.blocks, moved)
         keys = q.allowed(sorted_unique(p * q.n_tris + t))
         keys = keys[~member(self.keys, keys)]
         if not len(keys):
@@ -329,7 +276,7 @@ class SelfPlanes:
         few millimetres across, the centroid's motion is the contact point's.)"""
         if not len(self.p):
             return None
-        r = self.x[self.p] - self.cands.shape.centroids[self.t]
+        r = self.x[self.p] - self.cands.shape.middle(self.t)[0]
         d = _dot(r, self.n) - scene.self_distance
         on = np.flatnonzero(d < 0)
         if not len(on):
@@ -364,7 +311,7 @@ class SelfPlanes:
 
     def depth(self, y):
         """d + δ per pair at positions y: the height over the start's plane."""
-        return _dot(y[self.p] - centroids(y, self.cands.query.tris)[self.t], self.n)
+        return _dot(y[self.p] - centroids(y, self.tri), self.n)
 
     def grown(self, x, end):
         """These planes and those of the candidates within δ of their plane at end (a solve's
@@ -390,7 +337,7 @@ class SelfPenalty:
     ∂n/∂xₛ, d, E′ and E″."""
 
     def __init__(self, planes, y, stiffness, distance, smoothing):
-        r = y[planes.p] - centroids(y, planes.cands.query.tris)[planes.t]
+        r = y[planes.p] - centroids(y, planes.tri)
         d = _dot(r, planes.n) - distance
         on = np.flatnonzero((d < 0) | planes.forced)
         self.stencil, self.triangle = np.column_stack([planes.p[on], planes.tri[on]]), planes.t[on]
