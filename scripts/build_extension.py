@@ -12,7 +12,6 @@ wheel) and `validate` on every zip. numpy is Blender's own and is not bundled. P
 import argparse
 import importlib.util
 import os
-import platform
 import re
 import shutil
 import subprocess
@@ -20,6 +19,8 @@ import sys
 import tempfile
 import tomllib
 from pathlib import Path
+
+import build_native
 
 ROOT = Path(__file__).resolve().parent.parent
 # Per Python of the supported Blenders, the scipy and threadpoolctl pins of its test stack
@@ -55,11 +56,7 @@ def blender_ext():
 
 def this_platform():
     """The running system in Blender's platform names (what its extension builder calls it)."""
-    system = {"darwin": "macos"}.get(platform.system().lower(), platform.system().lower())
-    machine = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64"}.get(
-        platform.machine().lower(), platform.machine().lower()
-    )
-    name = f"{system}-{machine}"
+    name = build_native.compiled.this_platform()
     if name not in PLATFORMS:
         sys.exit(f"build_extension: no scipy wheel is bundled for this platform ({name})")
     return name
@@ -130,9 +127,13 @@ def builder(args):
 
 def build(platforms, output_dir):
     tool = blender_ext()
+    for target in platforms:  # the compiled contact queries, for each platform the zips are for
+        build_native.build(target)
     with tempfile.TemporaryDirectory(prefix="diffcloth-stage-") as tmp:
         stage = Path(tmp) / "diffcloth"
         shutil.copytree(ROOT, stage, ignore=STAGE_IGNORE)
+        for other in {p.name for p in build_native.compiled.NATIVE.iterdir() if p.is_dir()} - set(platforms):
+            shutil.rmtree(stage / "core" / "contact" / "native" / other)
         (stage / "wheels").mkdir()
         names = []  # a pure-Python wheel comes once for all platforms
         for target in platforms:

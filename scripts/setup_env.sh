@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Create .envs/STACK with the pinned requirements/STACK.txt; a no-op when they are in place.
+# Create .envs/STACK with the pinned requirements/STACK.txt, and build this platform's compiled
+# contact queries with it (scripts/build_native.py); a no-op when both are in place.
 #   bash scripts/setup_env.sh py311-bpy4.2     # Blender 4.2 LTS's Python 3.11 + bpy 4.2
 #   bash scripts/setup_env.sh py313-bpy5.2     # Blender 5.2 LTS's Python 3.13 + bpy 5.2
 # The interpreter is python3.X on PATH or, failing that, an installed pyenv 3.X.
@@ -29,6 +30,7 @@ env=".envs/$stack"
 stamp="$env/.requirements.sha256"
 sum="$(sha256sum "$req" | cut -d' ' -f1)"
 if [ -x "$env/bin/python" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$sum" ]; then
+  "$env/bin/python" scripts/build_native.py >/dev/null  # the compiled contact queries, if the source changed
   exit 0
 fi
 if [ ! -x "$env/bin/python" ]; then
@@ -41,3 +43,5 @@ echo "setup_env: installing $req into $env" >&2
 "$env/bin/python" -m pip install --quiet --disable-pip-version-check -r "$req" \
   2> >(grep -v "^WARNING: Location '.*' is ignored" >&2)
 echo "$sum" > "$stamp"
+# this platform's compiled contact queries (core/contact/native/), with the stack's pinned Zig
+"$env/bin/python" scripts/build_native.py >/dev/null

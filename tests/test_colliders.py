@@ -388,3 +388,17 @@ def test_a_moving_mesh_answers_each_pose_as_a_mesh_held_there():
         frozen = moving.frozen(t)
         assert np.array_equal(moving.signed(x, t), frozen.signed(x, 0.0))
         assert np.array_equal(moving.signed(x, t, 0.05), frozen.signed(x, 0.0, 0.05))
+
+
+def test_a_missing_compiled_library_is_named(monkeypatch, tmp_path):
+    """A checkout or an extension without this platform's compiled queries says which file is
+    missing and how to build it, at the first query."""
+    from diffcloth.core.contact import compiled
+
+    monkeypatch.setattr(compiled, "NATIVE", tmp_path)
+    compiled.library.cache_clear()
+    try:
+        with pytest.raises(RuntimeError, match=r"missing \(.*\): run scripts/build_native.py"):
+            dc.MeshCollider(*box((1, 1, 1))).signed(np.zeros((1, 3)), 0.0)
+    finally:
+        compiled.library.cache_clear()

@@ -48,6 +48,10 @@ def test_zip_holds_the_extension_and_its_wheels_only(built_zip):
         "blender_manifest.toml" in names and "core/solver/integrator.py" in names and "diffcloth_addon/cli.py" in names
     )
     assert "LICENSE" in names  # GPL-3.0-or-later, as the manifest declares
+    platform = build_extension.this_platform()  # its compiled contact queries, no other platform's
+    assert [n for n in names if n.startswith("core/contact/native/") and not n.endswith(".c")] == [
+        f"core/contact/native/{platform}/{build_extension.build_native.compiled.LIBRARY[platform]}"
+    ]
     wheels = sorted(n for n in names if n.endswith(".whl"))
     # scipy for each Python Blender uses (3.11: 4.2-5.0, 3.13: 5.1+), pure-Python threadpoolctl once
     assert [w.split("-")[0] + "-" + w.split("-")[2] for w in wheels] == [
@@ -160,6 +164,12 @@ def test_pip_builds_one_package_named_diffcloth(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     assert {n.split("/")[0] for n in names} == {"diffcloth", "diffcloth-0.1.0.dist-info"}
     assert "diffcloth/core/solver/integrator.py" in names and "diffcloth/diffcloth_addon/cli.py" in names
+    # every package of the repository, and this platform's compiled contact queries
+    packages = {
+        str(p.parent.relative_to(REPO)) for d in ("core", "diffcloth_addon") for p in (REPO / d).rglob("__init__.py")
+    }
+    assert {f"diffcloth/{p}/__init__.py" for p in packages} <= set(names), packages
+    assert any(n.startswith("diffcloth/core/contact/native/") and n.endswith((".so", ".dll", ".dylib")) for n in names)
     assert not [n for n in names if n.startswith(("diffcloth/tests/", "diffcloth/benchmarks/", "diffcloth/scripts/"))]
     assert "diffcloth-0.1.0.dist-info/licenses/LICENSE" in names
     meta = zipfile.ZipFile(wheel).read("diffcloth-0.1.0.dist-info/METADATA").decode()
