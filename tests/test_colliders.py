@@ -80,11 +80,12 @@ def thin_bar(radius=0.03, length=1.0, segments=32):
     return verts, tris
 
 
-@pytest.mark.parametrize("shape", ["squashed sphere", "thin bar", "far away"])
+@pytest.mark.parametrize("shape", ["squashed sphere", "thin bar", "far away", "with a floor"])
 def test_broad_phase_finds_what_every_triangle_would(shape):
     """MeshCollider.closest (the compiled grid search, rings of cells outward from each point)
-    against all triangles, per-point radii and none: triangles of many sizes, long thin ones, and
-    points far outside the grid."""
+    against all triangles, per-point radii and none: triangles of many sizes, long thin ones,
+    points far outside the grid, and a floor 200 times the sphere's triangles in the same mesh
+    (tried for every point, outside the grid)."""
     rng = np.random.default_rng(2)
     dirs = rng.normal(size=(600, 3))
     if shape == "squashed sphere":
@@ -94,9 +95,15 @@ def test_broad_phase_finds_what_every_triangle_would(shape):
     elif shape == "thin bar":
         verts, tris = thin_bar()
         pts = rng.uniform([-0.6, -0.1, -0.1], [0.6, 0.1, 0.1], (600, 3))
-    else:
+    elif shape == "far away":
         verts, tris = uv_sphere(0.25)
         pts = dirs * [3.0, 0.2, 0.2] + [5.0, 0.0, 0.0]  # metres beyond the grid, one side
+    else:
+        verts, tris = uv_sphere(0.25)
+        floor = np.array([[-5.0, -5.0, -0.3], [5.0, -5.0, -0.3], [5.0, 5.0, -0.3], [-5.0, 5.0, -0.3]])
+        tris = np.concatenate([tris, len(verts) + np.array([[0, 1, 2], [0, 2, 3]])])
+        verts = np.concatenate([verts, floor])
+        pts = dirs / np.linalg.norm(dirs, axis=1)[:, None] * rng.uniform(0.15, 0.35, (600, 1))
     mesh = dc.MeshCollider(verts, tris)
     q_all, _ = closest_on_triangles(
         np.repeat(pts, len(tris), axis=0), *(np.tile(verts[tris[:, k]], (len(pts), 1)) for k in range(3))

@@ -90,18 +90,24 @@ static int64_t cell_index(const Grid *g, int k, double v)
     return f < 0 ? 0 : f >= (double)g->dims[k] ? g->dims[k] - 1 : (int64_t)f;
 }
 
-static int finite_box(const double *b)
+/* the largest side of box b (lo then hi), NaN where a side is not finite */
+static double box_side(const double *b)
 {
-    return isfinite(b[0]) && isfinite(b[1]) && isfinite(b[2]) && isfinite(b[3]) && isfinite(b[4]) && isfinite(b[5]);
+    double side = fmax(fmax(b[3] - b[0], b[4] - b[1]), b[5] - b[2]);
+    return isfinite(b[0]) && isfinite(b[1]) && isfinite(b[2]) && isfinite(side) ? side : NAN;
 }
 
-/* boxes (n×6: lo then hi), finite ones only (a diverging trial's NaN or infinite box is left out) */
-static int grid_build(Grid *g, int64_t n, const double *box, double h, int64_t max_cells)
+/* a box the grid holds: finite (a diverging trial's NaN or infinite box is left out) and no
+   larger than limit */
+static int kept_box(const double *b, double limit) { return box_side(b) <= limit; }
+
+/* boxes (n×6: lo then hi), those kept_box keeps */
+static int grid_build(Grid *g, int64_t n, const double *box, double h, int64_t max_cells, double limit)
 {
     double lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
     g->start = g->items = NULL;
     for (int64_t i = 0; i < n; i++)
-        if (finite_box(box + 6 * i))
+        if (kept_box(box + 6 * i, limit))
             for (int k = 0; k < 3; k++) lo[k] = fmin(lo[k], box[6 * i + k]), hi[k] = fmax(hi[k], box[6 * i + 3 + k]);
     for (int k = 0; k < 3; k++)
         if (!(hi[k] >= lo[k])) lo[k] = hi[k] = 0.0; /* no finite box */
@@ -124,7 +130,7 @@ static int grid_build(Grid *g, int64_t n, const double *box, double h, int64_t m
     for (int pass = 0; pass < 2; pass++) { /* count, then fill */
         for (int64_t i = 0; i < n; i++) {
             const double *b = box + 6 * i;
-            if (!finite_box(b)) continue;
+            if (!kept_box(b, limit)) continue;
             int64_t a0 = cell_index(g, 0, b[0]), a1 = cell_index(g, 1, b[1]), a2 = cell_index(g, 2, b[2]);
             int64_t b0 = cell_index(g, 0, b[3]), b1 = cell_index(g, 1, b[4]), b2 = cell_index(g, 2, b[5]);
             for (int64_t u = a0; u <= b0; u++)
@@ -148,19 +154,40 @@ static int grid_build(Grid *g, int64_t n, const double *box, double h, int64_t m
     return 0;
 }
 
+/* Triangle t (its box b) for point p: its closest point where it is nearer than best so far, or
+   as near with a lower index (the lower triangle at a shared edge or corner) */
+static void consider(int64_t t, const double *b, const double *p, const double *verts, const int64_t *tris,
+                     double *best, int64_t *found, double *q, double *bary)
+{
+    double gap = 0.0, w[3], qt[3];
+    for (int k = 0; k < 3; k++) {
+        double out = fmax(b[k] - p[k], p[k] - b[3 + k]);
+        if (out > 0) gap += out * out;
+    }
+    if (sqrt(gap) > *best) return;
+    const int64_t *corner = tris + 3 * t;
+    double d = closest_point(p, verts + 3 * corner[0], verts + 3 * corner[1], verts + 3 * corner[2], w, qt);
+    if (d < *best || (d == *best && (*found < 0 || t < *found))) {
+        *best = d, *found = t;
+        for (int k = 0; k < 3; k++) q[k] = qt[k], bary[k] = w[k];
+    }
+}
+
 /* For points x (n×3), each within its radius (NULL: any distance) of triangles (nt×3 of verts):
    the closest triangle (tri: −1 where none lies within the radius; ties: the lower index), the
    closest point q on it and its barycentric weights. Grid cells about a triangle's size, searched
    in rings of cells outward from the point's until a ring lies farther than the nearest found.
-   Returns 0, or −1 out of memory. */
+   A few triangles far larger than the rest (a floor in the same mesh as a body) would make every
+   cell coarse: those are tried for every point instead. Returns 0, or −1 out of memory. */
 EXPORT int64_t dc_closest_points(int64_t n, const double *x, const double *radius, const double *verts, int64_t nt,
                                  const int64_t *tris, int64_t *tri, double *q, double *bary)
 {
     double *box = malloc(sizeof(double) * 6 * (size_t)(nt + 1));
-    int64_t *seen = malloc(sizeof(int64_t) * (size_t)(nt + 1));
+    int64_t *seen = malloc(sizeof(int64_t) * (size_t)(nt + 1)), *large = malloc(sizeof(int64_t) * (size_t)(nt + 1));
     Grid g = {0};
-    if (!box || !seen) goto fail;
-    double side = 0.0;
+    if (!box || !seen || !large) goto fail;
+    double sum = 0.0, small = 0.0;
+    int64_t finite = 0, kept = 0, n_large = 0;
     for (int64_t t = 0; t < nt; t++) {
         double *b = box + 6 * t;
         for (int k = 0; k < 3; k++) b[k] = INFINITY, b[3 + k] = -INFINITY;
@@ -169,19 +196,31 @@ EXPORT int64_t dc_closest_points(int64_t n, const double *x, const double *radiu
                 double v = verts[3 * tris[3 * t + j] + k];
                 b[k] = fmin(b[k], v), b[3 + k] = fmax(b[3 + k], v);
             }
-        side += fmax(fmax(b[3] - b[0], b[4] - b[1]), b[5] - b[2]);
+        if (box_side(b) >= 0) sum += box_side(b), finite++;
         seen[t] = -1;
     }
-    if (grid_build(&g, nt, box, nt ? side / (double)nt : 0.0, 8 * nt + 64)) goto fail;
+    /* the cells: the mean size of the triangles up to LARGE times the mean; larger ones left to
+       every point where they are few, else kept in the grid */
+    const double LARGE = 8.0;
+    double mean = finite ? sum / (double)finite : 0.0;
+    for (int64_t t = 0; t < nt; t++)
+        if (box_side(box + 6 * t) <= LARGE * mean) small += box_side(box + 6 * t), kept++;
+    double h = kept ? small / (double)kept : mean, limit = LARGE * h;
+    for (int64_t t = 0; t < nt; t++)
+        if (box_side(box + 6 * t) > limit) large[n_large++] = t;
+    if (n_large > 16) h = mean, limit = INFINITY, n_large = 0;
+    if (grid_build(&g, nt, box, h, 8 * nt + 64, limit)) goto fail;
     int64_t rings = g.dims[0] > g.dims[1] ? g.dims[0] : g.dims[1];
     rings = rings > g.dims[2] ? rings : g.dims[2];
     for (int64_t i = 0; i < n; i++) {
         const double *p = x + 3 * i;
-        double best = radius ? radius[i] : INFINITY, w[3], qt[3];
+        double best = radius ? radius[i] : INFINITY;
         int64_t found = -1, c[3];
         tri[i] = -1;
         for (int k = 0; k < 3; k++) q[3 * i + k] = bary[3 * i + k] = 0.0;
         if (!(isfinite(p[0]) && isfinite(p[1]) && isfinite(p[2])) || !(best >= 0)) continue;
+        for (int64_t l = 0; l < n_large; l++)
+            consider(large[l], box + 6 * large[l], p, verts, tris, &best, &found, q + 3 * i, bary + 3 * i);
         for (int k = 0; k < 3; k++) c[k] = cell_index(&g, k, p[k]);
         /* ring r holds the cells r cells from c (Chebyshev); beyond the ring r − 1 all are at
            least (r − 1)·h away, the point inside c or outside the grid beyond it */
@@ -191,27 +230,14 @@ EXPORT int64_t dc_closest_points(int64_t n, const double *x, const double *radiu
             for (int64_t u = u0; u <= u1; u++)
                 for (int64_t v = v0; v <= v1; v++) {
                     int rim = r == 0 || llabs(u - c[0]) == r || llabs(v - c[1]) == r;
-                    for (int64_t w2 = c[2] - r; w2 <= c[2] + r; w2 += rim ? 1 : 2 * r) {
-                        if (w2 < 0 || w2 >= g.dims[2]) continue;
-                        int64_t cell = (u * g.dims[1] + v) * g.dims[2] + w2;
+                    for (int64_t w = c[2] - r; w <= c[2] + r; w += rim ? 1 : 2 * r) {
+                        if (w < 0 || w >= g.dims[2]) continue;
+                        int64_t cell = (u * g.dims[1] + v) * g.dims[2] + w;
                         for (int64_t s = g.start[cell]; s < g.start[cell + 1]; s++) {
                             int64_t t = g.items[s];
                             if (seen[t] == i) continue;
                             seen[t] = i;
-                            const double *b = box + 6 * t;
-                            double gap = 0.0;
-                            for (int k = 0; k < 3; k++) {
-                                double out = fmax(b[k] - p[k], p[k] - b[3 + k]);
-                                if (out > 0) gap += out * out;
-                            }
-                            if (sqrt(gap) > best) continue;
-                            const int64_t *corner = tris + 3 * t;
-                            double d = closest_point(p, verts + 3 * corner[0], verts + 3 * corner[1],
-                                                     verts + 3 * corner[2], w, qt);
-                            if (d < best || (d == best && (found < 0 || t < found))) {
-                                best = d, found = t;
-                                for (int k = 0; k < 3; k++) q[3 * i + k] = qt[k], bary[3 * i + k] = w[k];
-                            }
+                            consider(t, box + 6 * t, p, verts, tris, &best, &found, q + 3 * i, bary + 3 * i);
                         }
                     }
                 }
@@ -221,11 +247,13 @@ EXPORT int64_t dc_closest_points(int64_t n, const double *x, const double *radiu
     grid_free(&g);
     free(box);
     free(seen);
+    free(large);
     return 0;
 fail:
     grid_free(&g);
     free(box);
     free(seen);
+    free(large);
     return -1;
 }
 
@@ -260,7 +288,7 @@ EXPORT int64_t dc_near_pairs(const double *x, const int64_t *tris, int64_t nt, c
     }
     for (int64_t j = 0; j < nv; j++)
         for (int k = 0; k < 3; k++) box[6 * j + k] = box[6 * j + 3 + k] = x[3 * vert_idx[j] + k];
-    if (grid_build(&g, nv, box, radius + far, 4 * nv + 64)) goto done;
+    if (grid_build(&g, nv, box, radius + far, 4 * nv + 64, INFINITY)) goto done;
     count = 0;
     for (int64_t i = 0; i < nt; i++) {
         const double *m = centre + 4 * i;
