@@ -4,8 +4,9 @@
 
 Downloads scipy and threadpoolctl for each platform and each Python Blender uses (3.11 for 4.2-5.0,
 3.13 for 5.1+; Blender installs the wheels that match its own) into build/wheels/,
-stages a copy of the repository with a manifest that lists those wheels and platforms, then runs
-Blender's own extension builder (`blender_ext.py build --split-platforms`, shipped inside the bpy
+stages per platform a copy of the repository with its compiled contact queries
+(scripts/build_native.py) and a manifest that lists its wheels and platform, then runs Blender's
+own extension builder (`blender_ext.py build --split-platforms`, shipped inside the bpy
 wheel) and `validate` on every zip. numpy is Blender's own and is not bundled. Prints the zip paths.
 """
 
@@ -126,38 +127,35 @@ def builder(args):
 
 
 def build(platforms, output_dir):
-    tool = blender_ext()
-    for target in platforms:  # the compiled contact queries, for each platform the zips are for
-        build_native.build(target)
+    """One zip per platform, each staged on its own: its wheels and its compiled contact queries
+    only (the builder's --split-platforms sorts wheels by platform, not other files)."""
+    return [build_one(blender_ext(), target, output_dir) for target in platforms]
+
+
+def build_one(tool, target, output_dir):
+    build_native.build(target)
     with tempfile.TemporaryDirectory(prefix="diffcloth-stage-") as tmp:
         stage = Path(tmp) / "diffcloth"
         shutil.copytree(ROOT, stage, ignore=STAGE_IGNORE)
-        for other in {p.name for p in build_native.compiled.NATIVE.iterdir() if p.is_dir()} - set(platforms):
+        for other in {p.name for p in build_native.compiled.NATIVE.iterdir() if p.is_dir()} - {target}:
             shutil.rmtree(stage / "core" / "contact" / "native" / other)
         (stage / "wheels").mkdir()
-        names = []  # a pure-Python wheel comes once for all platforms
-        for target in platforms:
-            wheels = [
-                w for python in BUNDLED for w in download_wheels(target, python, ROOT / "build" / "wheels" / target)
-            ]
-            for wheel in wheels:
-                if wheel.name not in names:
-                    shutil.copy2(wheel, stage / "wheels" / wheel.name)
-                    names.append(wheel.name)
+        wheels = [w for python in BUNDLED for w in download_wheels(target, python, ROOT / "build" / "wheels" / target)]
+        names = sorted({w.name for w in wheels})  # a pure-Python wheel once for both Pythons
+        for wheel in wheels:
+            shutil.copy2(wheel, stage / "wheels" / wheel.name)
         manifest = stage / "blender_manifest.toml"
-        manifest.write_text(manifest_with_wheels(manifest.read_text(), platforms, names))
+        manifest.write_text(manifest_with_wheels(manifest.read_text(), [target], names))
         version = tomllib.loads(manifest.read_text())["version"]  # fails here, not in the builder, if malformed
 
         output_dir.mkdir(parents=True, exist_ok=True)
-        zips = [output_dir / f"diffcloth-{version}-{target.replace('-', '_')}.zip" for target in platforms]
-        for zip_path in zips:
-            zip_path.unlink(missing_ok=True)
+        zip_path = output_dir / f"diffcloth-{version}-{target.replace('-', '_')}.zip"
+        zip_path.unlink(missing_ok=True)
         builder([tool, "build", "--source-dir", stage, "--output-dir", output_dir, "--split-platforms"])
-    for zip_path in zips:
-        if not zip_path.is_file():
-            sys.exit(f"build_extension: the builder did not write {zip_path}")
-        builder([tool, "validate", zip_path])
-    return zips
+    if not zip_path.is_file():
+        sys.exit(f"build_extension: the builder did not write {zip_path}")
+    builder([tool, "validate", zip_path])
+    return zip_path
 
 
 def main(argv=None):
