@@ -229,3 +229,6 @@ def test_the_broad_phase_finds_every_pair_within_reach():
         assert all(p != 5 and 5 not in tris[t] for p, t in got)
         across = [(p, t) for p, t in got if (p < cloth.n // 2) != (tris[t, 0] < cloth.n // 2)]
         assert bool(across) == (lift < 0.05)  # 10 cm apart, no pair joins the layers
+        # the indices as Blender's meshes hand them over (int32), a positions array not contiguous
+        narrow = near_pairs(np.asfortranarray(x), tris.astype(np.int32), triangles.astype(np.int32), vertices, 0.008)
+        assert set(zip(*(a.tolist() for a in narrow))) == want
