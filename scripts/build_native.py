@@ -59,9 +59,7 @@ def build(name):
         sys.exit(f"build_native: {sys.executable} not found")
     except subprocess.CalledProcessError as err:
         sys.exit(f"build_native: compiling for {name} failed ({err.returncode}); is ziglang installed? {' '.join(cmd)}")
-    for junk in out.parent.glob("*.lib"):  # Windows import libraries and objects: not loaded by ctypes
-        junk.unlink()
-    for junk in out.parent.glob("*.pdb"):
+    for junk in [*out.parent.glob("*.lib"), *out.parent.glob("*.pdb")]:  # Windows' import library, symbols
         junk.unlink()
     return out
 

@@ -29,19 +29,18 @@ find_python() {
 env=".envs/$stack"
 stamp="$env/.requirements.sha256"
 sum="$(sha256sum "$req" | cut -d' ' -f1)"
-if [ -x "$env/bin/python" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$sum" ]; then
-  "$env/bin/python" scripts/build_native.py >/dev/null  # the compiled contact queries, if the source changed
-  exit 0
+if ! [ -x "$env/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$sum" ]; then
+  if [ ! -x "$env/bin/python" ]; then
+    py="$(find_python)" || { echo "error: Python $want not found (neither python$want on PATH nor a pyenv $want.x); the $stack stack needs it" >&2; exit 1; }
+    "$py" -m venv "$env"
+  fi
+  echo "setup_env: installing $req into $env" >&2
+  # this machine's pip configuration may name package indexes that do not exist here: pip warns
+  # about each on every install ("Location … is ignored"), which says nothing about this project
+  "$env/bin/python" -m pip install --quiet --disable-pip-version-check -r "$req" \
+    2> >(grep -v "^WARNING: Location '.*' is ignored" >&2)
+  echo "$sum" > "$stamp"
 fi
-if [ ! -x "$env/bin/python" ]; then
-  py="$(find_python)" || { echo "error: Python $want not found (neither python$want on PATH nor a pyenv $want.x); the $stack stack needs it" >&2; exit 1; }
-  "$py" -m venv "$env"
-fi
-echo "setup_env: installing $req into $env" >&2
-# this machine's pip configuration may name package indexes that do not exist here: pip warns
-# about each on every install ("Location … is ignored"), which says nothing about this project
-"$env/bin/python" -m pip install --quiet --disable-pip-version-check -r "$req" \
-  2> >(grep -v "^WARNING: Location '.*' is ignored" >&2)
-echo "$sum" > "$stamp"
-# this platform's compiled contact queries (core/contact/native/), with the stack's pinned Zig
+# this platform's compiled contact queries (core/contact/native/), with the stack's pinned Zig;
+# kept while newer than their source
 "$env/bin/python" scripts/build_native.py >/dev/null

@@ -130,7 +130,9 @@ class SelfQuery:
     that does not collide with itself (within: per piece; None: all do)."""
 
     def __init__(self, cloth, distance, pieces=None, within=None):
-        self.tris, self.distance, self.radius = cloth.tris, float(distance), SEARCH * float(distance)
+        # int64 once: the compiled search takes them so, and would copy others on each of its calls
+        self.tris = np.ascontiguousarray(cloth.tris, dtype=np.int64)
+        self.distance, self.radius = float(distance), SEARCH * float(distance)
         self.n_tris = len(cloth.tris)
         self.pieces, self.within = pieces, within
         self.blocks = self._blocks(len(cloth.rest))

@@ -207,8 +207,9 @@ class _Higher(Exception):
 
 def _below(design, loss, theta, below, guess=None, current=None):
     """The Linearized objective at θ if it comes out below `below` and its motion comes out again
-    from itself as stored (_reproduced), else None (also when its simulation fails): the simulation stops as soon as the keys passed so far, with θ's
-    regularizer, cost more, so a step that fails costs only the frames up to where it does.
+    from itself as stored (_reproduced), else None (also when its simulation fails): the
+    simulation stops as soon as the keys passed so far, with θ's regularizer, cost more, so a step
+    that fails costs only the frames up to where it does.
     Given the motion the model predicts (guess) and the `current` one (step positions both), it
     also stops once the motion leaves the predicted one by more than MODEL_SLACK times the
     largest change predicted: the step is then beyond where the linearization holds."""
