@@ -139,14 +139,24 @@ class Krylov:
         return np.array(self.q[:k]).T @ y, predicted, motion
 
 
-def minimize(design, loss, point, run, max_iter, gtol, rtol):
+SLOW_OVER = 3  # iterations over which `slow` is measured
+
+
+def minimize(design, loss, point, run, max_iter, gtol, rtol, slow=None):
     """Levenberg–Marquardt from the Linearized `point`; run (optimize's bookkeeping) records
     iterations and keeps the best. Where it would stop, the design is simulated once from
     scratch: if that branch of the buckling steps lies lower (by rtol), it goes on from there
-    (targets simulated from scratch lie on that branch). Returns the reason it stopped."""
+    (targets simulated from scratch lie on that branch). slow: also stop once SLOW_OVER
+    iterations together lower this run's loss by less than this share of it (where another start
+    follows). Returns the reason it stopped."""
     state = {"mu": LAMBDA_START, "nu": 2.0}
+    values = [point.value]
     while len(run.history) < max_iter:
         stop, point = _iteration(design, loss, point, run, state, gtol, rtol)
+        values.append(point.value)
+        if stop is None and slow is not None and len(values) > SLOW_OVER:
+            if values[-1] > (1 - slow) * values[-1 - SLOW_OVER]:
+                return f"no further progress: {SLOW_OVER} iterations lowered the loss by less than {slow:.0%}"
         if stop is None:
             continue
         fresh = _below(design, loss, point.theta, (1 - rtol) * point.value)  # from scratch
