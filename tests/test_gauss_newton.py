@@ -397,9 +397,8 @@ def test_gauss_newton_given_slow_stops_once_three_iterations_gain_less_than_that
     def run(slow):
         with Clock() as clock:
             point = gauss_newton.Linearized(design, loss, start)
-            record = opt._Record(design, loss, None, clock, point.value, point.traj)
             values = [point.value]
-            record.callback = lambda info: values.append(info["loss"]) and False
+            record = opt._Record(design, loss, lambda info: values.append(info["loss"]), clock, point.value, point.traj)
             reason = gauss_newton.minimize(design, loss, point, record, 12, 1e-10, 1e-3, slow)
         return reason, values
 

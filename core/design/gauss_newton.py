@@ -154,10 +154,9 @@ def minimize(design, loss, point, run, max_iter, gtol, rtol, slow=None):
     while len(run.history) < max_iter:
         stop, point = _iteration(design, loss, point, run, state, gtol, rtol)
         values.append(point.value)
-        if stop is None and slow is not None and len(values) > SLOW_OVER:
-            if values[-1] > (1 - slow) * values[-1 - SLOW_OVER]:
-                return f"no further progress: {SLOW_OVER} iterations lowered the loss by less than {slow:.0%}"
         if stop is None:
+            if slow is not None and len(values) > SLOW_OVER and values[-1] > (1 - slow) * values[-1 - SLOW_OVER]:
+                return f"no further progress: {SLOW_OVER} iterations lowered the loss by less than {slow:.0%}"
             continue
         fresh = _below(design, loss, point.theta, (1 - rtol) * point.value)  # from scratch
         if fresh is None:
